@@ -1,0 +1,63 @@
+"""Every tunable constant of retain and recall, with the reference design's defaults.
+
+Recall prints these in `--trace`, so what ran is always visible. See the design note
+(recall-pipeline.md) for where each number comes from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# Candidates per arm for each budget, and how many fused candidates go to the cross-encoder.
+# The rerank cap scales with the budget so that `mid` stays near 2 s on 2 CPU cores for a
+# MiniLM-sized cross-encoder (~30-150 pairs/s there).
+BUDGETS = {"low": 100, "mid": 300, "high": 1000}
+RERANK_CAPS = {"low": 20, "mid": 50, "high": 150}
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    rrf_k: int = 60
+    # Rank-space weight per arm: an arm contributes 1 / (rrf_k + rank / weight).
+    arm_weights: dict[str, float] = field(
+        default_factory=lambda: {"semantic": 1.0, "keyword": 1.0, "graph": 1.0, "temporal": 1.0}
+    )
+    semantic_min_limit: int = 20
+    semantic_floor: float = 0.3
+    keyword_max_terms: int = 16
+    graph_seeds: int = 20
+    graph_seed_floor: float = 0.3
+    graph_facts_per_entity: int = 200
+    temporal_pool: int = 60
+    temporal_pool_floor: float = 0.1
+    temporal_entry_points: int = 10
+    temporal_buckets: int = 8
+    temporal_rounds: int = 5
+    temporal_nodes_per_round: int = 20
+    temporal_neighbours: int = 10
+    temporal_spread_factor: float = 0.7
+    temporal_expand_floor: float = 0.2
+    recency_alpha: float = 0.2
+    recency_horizon_days: float = 365.0
+    temporal_alpha: float = 0.2
+    proof_alpha: float = 0.1
+    synthetic_top: float = 1.0
+    synthetic_span: float = 0.9
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RetainSettings:
+    semantic_link_top: int = 50
+    semantic_link_floor: float = 0.7
+    temporal_link_per_side: int = 20
+    # The reference links facts any distance apart (weight floor 0.3); we stop at a week.
+    temporal_link_max_hours: float = 24.0 * 7
+    temporal_link_floor: float = 0.3
+    # A text up to this many words stays one fact (a dialog turn, a note); longer text is
+    # split into sentence groups of about this size.
+    fact_max_words: int = 60
+    chunk_max_words: int = 350
+    batch_items: int = 64
