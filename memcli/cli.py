@@ -1,0 +1,399 @@
+"""The `mem` command: parse options, call the library, print. Nothing here does the work.
+
+Heavy imports (numpy, apsw, llama.cpp, dateparser) happen inside commands, so `mem --help`
+stays fast and loads no model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from memcli import __version__
+from memcli.paths import resolve_db_path
+
+app = typer.Typer(
+    name="mem",
+    help="A command-line memory for people and AI agents: retain text, recall what matters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Budget(str, Enum):
+    low = "low"
+    mid = "mid"
+    high = "high"
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+    md = "md"
+
+
+class TagsMatch(str, Enum):
+    any = "any"
+    all = "all"
+    any_strict = "any_strict"
+    all_strict = "all_strict"
+    exact = "exact"
+
+
+class State:
+    db: Path
+    bank: str = "default"
+
+
+state = State()
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """One line on stderr and a non-zero exit."""
+    typer.echo(f"mem: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def info(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"mem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    db: Annotated[
+        Path | None,
+        typer.Option("--db", help="Database file. Default: $MEM_DB, else the user data dir."),
+    ] = None,
+    bank: Annotated[
+        str, typer.Option("--bank", envvar="MEM_BANK", help="Memory bank inside the file.")
+    ] = "default",
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=version_callback, is_eager=True, help="Show version."),
+    ] = None,
+) -> None:
+    state.db = resolve_db_path(db)
+    state.bank = bank
+
+
+def _open_store(create: bool):
+    from memcli.store import Store, StoreError
+
+    try:
+        return Store(state.db, create=create)
+    except StoreError as exc:
+        fail(str(exc))
+    except Exception as exc:  # apsw errors on unreadable files, permissions, ...
+        fail(f"cannot open {state.db}: {exc}")
+
+
+def _load_embedder():
+    from memcli.models import ModelError
+    from memcli.models.embedder import load_embedder
+
+    try:
+        return load_embedder(os.environ.get("MEM_EMBEDDER") or None)
+    except ModelError as exc:
+        fail(str(exc))
+
+
+# --------------------------------------------------------------------------------------------
+# retain
+
+
+def _read_text_file(path: Path) -> str:
+    if str(path) == "-":
+        data = sys.stdin.buffer.read()
+        name = "stdin"
+    else:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            fail(f"cannot read {path}: {exc.strerror}")
+        name = str(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"{name} is not UTF-8 text (bad byte at offset {exc.start})")
+
+
+@app.command()
+def retain(
+    text: Annotated[
+        list[str] | None, typer.Argument(help="Text to remember; '-' reads stdin.")
+    ] = None,
+    file: Annotated[
+        list[Path] | None, typer.Option("--file", "-f", help="Read a text file (repeatable).")
+    ] = None,
+    jsonl: Annotated[
+        str | None,
+        typer.Option(
+            "--jsonl",
+            help='JSONL batch (path or -): {"id","text","timestamp","context","tags","type",'
+            '"document_id","metadata"}, only text required.',
+        ),
+    ] = None,
+    at: Annotated[
+        str | None, typer.Option("--at", help="When this was said (ISO or natural language).")
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="Who said it / where it comes from.")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable).")] = None,
+    fact_type: Annotated[
+        str | None, typer.Option("--type", help="world | experience | observation.")
+    ] = None,
+    document: Annotated[
+        str | None,
+        typer.Option("--document", help="Document id: retaining it again replaces it."),
+    ] = None,
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Skip bad JSONL lines instead of failing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was stored as JSON.")] = False,
+) -> None:
+    """Remember text: split it into facts, find entities and dates, link and embed them."""
+    from memcli.ingest import InputError, items_from_jsonl, items_from_text
+    from memcli.retain import RetainError, Retainer
+    from memcli.timeparse import parse_when
+
+    try:
+        when = parse_when(at) if at else None
+    except ValueError as exc:
+        fail(f"--at: {exc}")
+    defaults: dict[str, Any] = {
+        "timestamp": when,
+        "context": context,
+        "tags": list(tag or []),
+        "fact_type": fact_type,
+        "document_id": document,
+    }
+    items = []
+    invalid = 0
+    try:
+        texts: list[tuple[str, str | None]] = []
+        if text:
+            if text == ["-"]:
+                texts.append((_read_text_file(Path("-")), None))
+            else:
+                texts.append((" ".join(text), None))
+        for path in file or []:
+            texts.append((_read_text_file(path), str(path)))
+        for body, origin in texts:
+            items.append(items_from_text(body, origin, defaults))
+        if jsonl is not None:
+            raw = _read_text_file(Path(jsonl))
+            batch, invalid = items_from_jsonl(raw, defaults, skip_invalid=skip_invalid)
+            items.extend(batch)
+    except InputError as exc:
+        fail(str(exc))
+    if not items:
+        fail("nothing to retain: give text, '-' for stdin, --file or --jsonl")
+
+    store = _open_store(create=True)
+    retainer = Retainer(store, state.bank, _load_embedder(), keep_stored=as_json)
+    retainer.summary.invalid = invalid
+    progress = None
+    bar = None
+    if sys.stderr.isatty() and len(items) > 64:
+        import click
+
+        bar = click.progressbar(length=len(items), label="retaining", file=sys.stderr)
+        bar.__enter__()
+        progress = bar.update
+    try:
+        summary = retainer.retain(items, progress)
+    except RetainError as exc:
+        fail(str(exc))
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+        store.close()
+    if as_json:
+        typer.echo(json.dumps({"stored": summary.stored, "summary": _summary_json(summary)},
+                              ensure_ascii=False))
+    info(summary.line())
+    if summary.interrupted:
+        raise typer.Exit(130)
+
+
+def _summary_json(summary) -> dict:
+    return {k: getattr(summary, k) for k in (
+        "items", "facts", "duplicates", "invalid", "documents_replaced", "entities", "links",
+        "batches", "seconds", "interrupted")}
+
+
+# --------------------------------------------------------------------------------------------
+# recall
+
+
+def _load_reranker(path: str | None, enabled: bool):
+    if not enabled:
+        return None
+    path = path or os.environ.get("MEM_RERANKER")
+    if not path:
+        return None
+    from memcli.models import ModelError
+    from memcli.models.reranker import load_reranker
+
+    try:
+        return load_reranker(path)
+    except ModelError as exc:
+        fail(str(exc))
+
+
+@app.command()
+def recall(
+    query: Annotated[str | None, typer.Argument(help="What to remember.")] = None,
+    budget: Annotated[Budget, typer.Option(help="Candidates per arm: low 100, mid 300, high 1000.")
+                      ] = Budget.mid,
+    max_tokens: Annotated[int, typer.Option(help="Token budget of the output.")] = 4096,
+    limit: Annotated[int | None, typer.Option(help="At most this many memories.")] = None,
+    fact_type: Annotated[
+        list[str] | None, typer.Option("--type", help="Only these fact types (repeatable).")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Filter by tag (repeatable).")
+                   ] = None,
+    tags_match: Annotated[TagsMatch, typer.Option(help="How --tag filters.")] = TagsMatch.any,
+    now: Annotated[
+        str | None, typer.Option(help="Reference time for recency and relative dates in the query.")
+    ] = None,
+    include_chunks: Annotated[bool, typer.Option(help="Also print the source chunks.")] = False,
+    max_chunk_tokens: Annotated[int, typer.Option(help="Token budget for chunks.")] = 8192,
+    reranker: Annotated[
+        str | None, typer.Option(help="GGUF cross-encoder (RANK pooling); env MEM_RERANKER.")
+    ] = None,
+    no_rerank: Annotated[bool, typer.Option("--no-rerank", help="Do not rerank.")] = False,
+    no_boosts: Annotated[
+        bool, typer.Option("--no-boosts", help="No recency/temporal/proof boosts.")
+    ] = False,
+    arms: Annotated[
+        str | None, typer.Option(help="Comma-separated arms to run (default all four).")
+    ] = None,
+    min_score: Annotated[
+        float | None, typer.Option(help="Drop memories whose final score is below this.")
+    ] = None,
+    output: Annotated[OutputFormat, typer.Option("--format", help="Output format.")
+                      ] = OutputFormat.text,
+    trace: Annotated[bool, typer.Option(help="Show how each memory was ranked.")] = False,
+    batch: Annotated[
+        str | None,
+        typer.Option(help='JSONL of {"id","query","now"?,...options} (path or -); JSONL out.'),
+    ] = None,
+) -> None:
+    """Recall the memories that best answer QUERY, sized to a token budget."""
+    from memcli import render
+    from memcli.recall import ARMS, RecallError, RecallOptions
+    from memcli.recall import recall as run_recall
+    from memcli.store import StoreError
+    from memcli.timeparse import parse_when
+
+    if (query is None) == (batch is None):
+        fail("give a QUERY or --batch (one of them)", 2)
+    try:
+        base = RecallOptions(
+            budget=budget.value,
+            max_tokens=max_tokens,
+            limit=limit,
+            types=fact_type or None,
+            tags=tag or None,
+            tags_match=tags_match.value,
+            now=parse_when(now) if now else None,
+            include_chunks=include_chunks,
+            max_chunk_tokens=max_chunk_tokens,
+            rerank=not no_rerank,
+            boosts=not no_boosts,
+            arms=tuple(a.strip() for a in arms.split(",")) if arms else ARMS,
+            min_score=min_score,
+        )
+    except ValueError as exc:
+        fail(f"--now: {exc}")
+    store = _open_store(create=False)
+    model_cache: dict[str, Any] = {}
+
+    def embedder():
+        if "e" not in model_cache:
+            model_cache["e"] = _load_embedder()
+        return model_cache["e"]
+
+    cross = _load_reranker(reranker, not no_rerank)
+    try:
+        if batch is not None:
+            from memcli.ingest import InputError, recall_requests
+
+            try:
+                requests = recall_requests(_read_text_file(Path(batch)), base, state.bank)
+            except InputError as exc:
+                fail(str(exc))
+            for request_id, bank, q, options in requests:
+                result = run_recall(store, bank, q, options, embedder=embedder, reranker=cross)
+                obj = {"id": request_id, **render.to_json_obj(result, trace)}
+                typer.echo(render.dumps(obj))
+            return
+        result = run_recall(store, state.bank, query, base, embedder=embedder, reranker=cross)
+    except (RecallError, StoreError) as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+
+    if output is OutputFormat.json:
+        typer.echo(render.dumps(render.to_json_obj(result, trace)))
+        return
+    if output is OutputFormat.md:
+        typer.echo(render.to_markdown(result), nl=False)
+    else:
+        body = render.to_text(result, decorate=sys.stdout.isatty())
+        if body:
+            typer.echo(body)
+    if not result.results:
+        info("no memories matched")
+    if trace:
+        typer.echo("")
+        typer.echo(render.to_trace_table(result))
+
+
+# --------------------------------------------------------------------------------------------
+# stats
+
+
+@app.command()
+def stats(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show the banks in the database and how much each holds."""
+    store = _open_store(create=False)
+    try:
+        rows = store.bank_stats()
+        meta = {"db": str(store.path), "embedder": store.get_meta("embedder")}
+    finally:
+        store.close()
+    if as_json:
+        typer.echo(json.dumps({**meta, "banks": rows}))
+        return
+    typer.echo(f"{meta['db']}  (embedder: {meta['embedder'] or 'none yet'})")
+    for r in rows:
+        typer.echo(
+            f"  {r['bank']}: {r['facts']} facts, {r['entities']} entities, {r['links']} links, "
+            f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
+        )
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("mem: interrupted", err=True)
+        sys.exit(130)

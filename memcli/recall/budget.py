@@ -1,0 +1,52 @@
+"""Fit the best memories into a token budget.
+
+Unlike the reference (which stops at the first fact that does not fit), a fact too big for the
+space left is skipped and filling goes on with the next ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memcli.recall.types import Candidate
+
+
+def fit(
+    ranked: list[Candidate],
+    max_tokens: int,
+    count_tokens: Callable[[Candidate], int],
+    limit: int | None = None,
+    min_score: float | None = None,
+) -> tuple[list[Candidate], int]:
+    """(kept candidates in order, tokens used)."""
+    kept: list[Candidate] = []
+    used = 0
+    for cand in ranked:
+        if limit is not None and len(kept) >= limit:
+            break
+        if min_score is not None and cand.final < min_score:
+            break
+        cand.tokens = count_tokens(cand)
+        if used + cand.tokens > max_tokens:
+            continue
+        kept.append(cand)
+        used += cand.tokens
+    return kept, used
+
+
+def fit_texts(texts: list[str], max_tokens: int, count: Callable[[str], int],
+              truncate: Callable[[str, int], str]) -> list[str]:
+    """Whole texts while they fit, then the next one truncated to the space left."""
+    out: list[str] = []
+    used = 0
+    for text in texts:
+        n = count(text)
+        if used + n <= max_tokens:
+            out.append(text)
+            used += n
+            continue
+        room = max_tokens - used
+        if room > 0:
+            out.append(truncate(text, room))
+        break
+    return out

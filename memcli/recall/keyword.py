@@ -1,0 +1,46 @@
+"""Keyword arm: FTS5 BM25 over fact text, context (who said it) and entity names.
+
+Terms are ranked by relevance before the LIMIT (never by recency), and the query reaches FTS5
+only as quoted terms (fts.py), so its punctuation and operators are plain words.
+"""
+
+from __future__ import annotations
+
+from memcli import fts
+from memcli.recall.types import ArmContext, ArmHit, ArmResult
+
+# Column weights for bm25(): the fact text counts most; speaker and entity names help.
+COLUMN_WEIGHTS = (1.0, 0.5, 0.75)
+
+
+def select_terms(ctx: ArmContext, terms: list[str]) -> list[str]:
+    """At most keyword_max_terms terms, keeping the rarest (fewest matching facts)."""
+    cap = ctx.settings.keyword_max_terms
+    if len(terms) <= cap:
+        return terms
+    counts = {}
+    for term in terms:
+        counts[term] = ctx.store.conn.execute(
+            "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH ?", (fts.term_expression(term),)
+        ).fetchone()[0]
+    keep = set(sorted(terms, key=lambda t: (counts[t], terms.index(t)))[:cap])
+    return [t for t in terms if t in keep]
+
+
+def run(ctx: ArmContext) -> ArmResult:
+    terms = select_terms(ctx, fts.query_terms(ctx.query))
+    expression = fts.match_expression(terms)
+    result = ArmResult("keyword", [], "bm25", notes={"terms": terms})
+    if expression is None:
+        return result
+    cond, params = ctx.filters.sql("f")
+    weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
+    rows = ctx.store.conn.execute(
+        f"SELECT fact_fts.rowid, bm25(fact_fts, {weights}) AS rank FROM fact_fts "
+        "JOIN facts f ON f.id = fact_fts.rowid "
+        f"WHERE fact_fts MATCH ? AND f.bank_id = ?{cond} ORDER BY rank LIMIT ?",
+        (expression, ctx.bank_id, *params, ctx.limit),
+    )
+    # bm25() is lower-is-better; report it as a positive relevance.
+    result.hits = [ArmHit(fact_id, -score) for fact_id, score in rows]
+    return result

@@ -1,0 +1,193 @@
+"""Recall: query -> arms -> fusion -> rerank -> scoring -> budget.
+
+The keyword arm needs no embedding, so it runs on its own connection in a second thread while
+the query is embedded and the semantic arm runs; the graph arm then expands the semantic seeds
+while the temporal arm runs beside it (apsw releases the GIL inside SQLite).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from memcli import tokens
+from memcli.recall import budget as budget_mod
+from memcli.recall import fusion, graph, keyword, rerank, scoring, semantic, temporal
+from memcli.recall.filters import FactFilter
+from memcli.recall.types import ARMS, ArmContext, ArmResult, RecallOptions, RecallResult
+from memcli.render import memory_block
+from memcli.settings import BUDGETS, RERANK_CAPS, RecallSettings
+from memcli.store import Store, StoreError
+from memcli.timeparse import parse_query_window
+
+
+class RecallError(ValueError):
+    """Bad recall input (one-line message)."""
+
+
+def validate(options: RecallOptions) -> None:
+    if options.budget not in BUDGETS:
+        raise RecallError(f"unknown budget {options.budget!r} (use low, mid or high)")
+    if options.max_tokens <= 0:
+        raise RecallError("--max-tokens must be positive")
+    if options.limit is not None and options.limit <= 0:
+        raise RecallError("--limit must be positive")
+    unknown = [a for a in options.arms if a not in ARMS]
+    if unknown or not options.arms:
+        raise RecallError(f"unknown arm {unknown[0] if unknown else ''!r} (use {', '.join(ARMS)})")
+    from memcli.recall.types import TAG_MODES
+    from memcli.store import FACT_TYPES
+
+    if options.tags_match not in TAG_MODES:
+        raise RecallError(f"unknown --tags-match {options.tags_match!r} ({', '.join(TAG_MODES)})")
+    for t in options.types or []:
+        if t not in FACT_TYPES:
+            raise RecallError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
+
+
+def recall(
+    store: Store,
+    bank: str,
+    query: str,
+    options: RecallOptions,
+    *,
+    embedder: Any,
+    reranker: Any | None = None,
+    settings: RecallSettings | None = None,
+) -> RecallResult:
+    """Run the whole pipeline for one query. `embedder` may be a zero-argument callable that
+    returns the embedder, so a keyword-only recall never loads a model."""
+    validate(options)
+    settings = settings or RecallSettings()
+    if not query or not query.strip():
+        raise RecallError("empty query")
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    now = options.now or datetime.utcnow().replace(microsecond=0)
+    bank_id = store.require_bank(bank)
+    window = parse_query_window(query, now)
+    limit = BUDGETS[options.budget]
+    filters = FactFilter(
+        tuple(options.types) if options.types else None,
+        tuple(options.tags) if options.tags else None,
+        options.tags_match,
+    )
+    ctx = ArmContext(store, bank_id, query, None, window, limit, filters, settings, now)
+    wanted = set(options.arms)
+    arms: dict[str, ArmResult] = {}
+
+    def timed(name: str, fn, *args) -> ArmResult:
+        t0 = time.perf_counter()
+        out = fn(*args)
+        out.seconds = time.perf_counter() - t0
+        return out
+
+    needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.has_vectors()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        keyword_future = None
+        if "keyword" in wanted:
+            keyword_future = pool.submit(_keyword_on_own_connection, store, ctx, timed)
+        if needs_vector:
+            t0 = time.perf_counter()
+            model = embedder() if callable(embedder) and not hasattr(embedder, "embed") else embedder
+            ctx.query_vec = model.embed([query])[0]
+            timings["embed"] = time.perf_counter() - t0
+        sem = timed("semantic", semantic.run, ctx)
+        if "semantic" in wanted:
+            arms["semantic"] = sem
+        temporal_future = None
+        if "temporal" in wanted:
+            temporal_future = pool.submit(_on_own_connection, store, ctx, timed, temporal.run)
+        if "graph" in wanted:
+            arms["graph"] = timed("graph", graph.run, ctx, sem)
+        if temporal_future is not None:
+            arms["temporal"] = temporal_future.result()
+        if keyword_future is not None:
+            arms["keyword"] = keyword_future.result()
+    arms = {name: arms[name] for name in ARMS if name in arms}
+    for name, arm in arms.items():
+        timings[name] = arm.seconds
+    timings["arms"] = time.perf_counter() - started
+
+    t0 = time.perf_counter()
+    candidates = fusion.rrf(arms, settings.rrf_k, settings.arm_weights)
+    facts = store.facts_by_id([c.fact_id for c in candidates])
+    candidates = [c for c in candidates if c.fact_id in facts]
+    for c in candidates:
+        c.fact = facts[c.fact_id]
+    timings["fusion"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    active_reranker = reranker if options.rerank else None
+    rerank.apply(candidates, query, active_reranker, RERANK_CAPS[options.budget])
+    timings["rerank"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    ranked = scoring.apply(candidates, now, window, settings, enabled=options.boosts)
+    timings["scoring"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    results, used = budget_mod.fit(
+        ranked,
+        options.max_tokens,
+        lambda c: tokens.count_tokens(memory_block(c.fact)),
+        options.limit,
+        options.min_score,
+    )
+    chunks = _chunks(store, results, options) if options.include_chunks else []
+    timings["budget"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - started
+    return RecallResult(
+        query=query,
+        now=now,
+        budget=options.budget,
+        max_tokens=options.max_tokens,
+        total_tokens=used,
+        reranker=getattr(active_reranker, "name", None) if active_reranker else None,
+        synthetic_scores=active_reranker is None,
+        time_window=window,
+        results=results,
+        ranked=ranked,
+        arms=arms,
+        timings=timings,
+        chunks=chunks,
+        notes={"rerank_cap": RERANK_CAPS[options.budget], "candidates_per_arm": limit,
+               "settings": settings.to_json()},
+    )
+
+
+def _keyword_on_own_connection(store: Store, ctx: ArmContext, timed) -> ArmResult:
+    return _on_own_connection(store, ctx, timed, keyword.run)
+
+
+def _on_own_connection(store: Store, ctx: ArmContext, timed, fn) -> ArmResult:
+    """Run an arm on a second connection so it does not queue behind the main one."""
+    try:
+        reader = Store(store.path, create=False)
+    except StoreError:
+        return timed(fn.__module__.rsplit(".", 1)[-1], fn, ctx)
+    try:
+        own = ArmContext(reader, ctx.bank_id, ctx.query, ctx.query_vec, ctx.window, ctx.limit,
+                         ctx.filters, ctx.settings, ctx.now)
+        return timed(fn.__module__.rsplit(".", 1)[-1], fn, own)
+    finally:
+        reader.close()
+
+
+def _chunks(store: Store, results, options: RecallOptions) -> list[dict]:
+    order: list[int] = []
+    for c in results:
+        if c.fact.chunk_id is not None and c.fact.chunk_id not in order:
+            order.append(c.fact.chunk_id)
+    texts = store.chunk_texts(order)
+    fitted = budget_mod.fit_texts(
+        [texts[i] for i in order if i in texts],
+        options.max_chunk_tokens,
+        tokens.count_tokens,
+        tokens.truncate_to_tokens,
+    )
+    ids = [i for i in order if i in texts]
+    return [{"chunk_id": i, "text": t, "tokens": tokens.count_tokens(t)}
+            for i, t in zip(ids, fitted)]

@@ -1,0 +1,55 @@
+"""Cross-encoder rerank of the top fused candidates, or synthetic scores in RRF order.
+
+Only the top `cap` candidates (by RRF) go to the cross-encoder: on a CPU an uncapped pool means
+100+ second recalls. Candidates past the cap keep RRF order below every reranked one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from memcli.recall.types import Candidate
+
+
+def synthetic_score(rank: int, n: int, top: float = 1.0, span: float = 0.9) -> float:
+    """1 - 0.9 x (rank - 1) / (n - 1) for rank 1..n: keeps RRF order on a 1.0..0.1 scale."""
+    if n <= 1:
+        return top
+    return top - span * (rank - 1) / (n - 1)
+
+
+def normalise_score(raw: float) -> float:
+    """A cross-encoder output as a probability: logits -> sigmoid, [0, 1] kept, NaN -> 0."""
+    if raw is None or math.isnan(raw):
+        return 0.0
+    if 0.0 <= raw <= 1.0:
+        return raw
+    return 1.0 / (1.0 + math.exp(-raw))
+
+
+def document_text(fact: Any) -> str:
+    """What the cross-encoder reads: "[Date: June 05, 2022 (2022-06-05)] context: text"."""
+    when = fact.event_time
+    head = f"[Date: {when.strftime('%B %d, %Y')} ({when.strftime('%Y-%m-%d')})] "
+    return head + (f"{fact.context}: " if fact.context else "") + fact.text
+
+
+def apply(candidates: list[Candidate], query: str, reranker: Any | None, cap: int) -> None:
+    """Set each candidate's base score (and reranker score where one ran), in place."""
+    n = len(candidates)
+    if reranker is None:
+        for c in candidates:
+            c.base = synthetic_score(c.rrf_rank, n)
+        return
+    head = candidates[:cap]
+    raw = reranker.score(query, [document_text(c.fact) for c in head])
+    for c, value in zip(head, raw):
+        c.reranker = normalise_score(value)
+        c.base = c.reranker
+    tail = candidates[cap:]
+    if tail:
+        floor = min(c.base for c in head) if head else 1.0
+        for c in tail:
+            # Below every reranked candidate, still in RRF order.
+            c.base = floor * 0.5 * synthetic_score(c.rrf_rank - cap, len(tail))

@@ -1,0 +1,137 @@
+"""Temporal arm (only when the query names a time): facts dated inside the window that are
+about the query, spread along temporal and causal links to what happened around them.
+
+Ranked by its own temporal score (the reference system sorted by a missing field, so its ranks
+were insertion order).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+
+from memcli.recall.types import ArmContext, ArmHit, ArmResult
+from memcli.store import iso
+from memcli.timeparse import TimeSpan
+
+CAUSAL_BOOST = 2.0
+TEMPORAL_BOOST = 1.0
+
+
+def proximity(start: datetime, end: datetime, window: TimeSpan) -> float:
+    """How well a fact's time fits the window: 1 at its centre, 0.5 at its edges (inside is
+    already a match), falling to 0 at half a window's width outside."""
+    half = max((window.end - window.start).total_seconds() / 2, 1.0)
+    centre = window.start + (window.end - window.start) / 2
+    mid = start + (end - start) / 2
+    if end >= window.start and start <= window.end:
+        distance = abs((mid - centre).total_seconds())
+        return max(0.5, 1.0 - 0.5 * min(distance / half, 1.0))
+    overshoot = (
+        (window.start - end).total_seconds() if end < window.start
+        else (start - window.end).total_seconds()
+    )
+    return max(0.0, 0.5 * (1.0 - overshoot / half))
+
+
+def run(ctx: ArmContext) -> ArmResult:
+    s = ctx.settings
+    window = ctx.window
+    result = ArmResult("temporal", [], "temporal")
+    if window is None or ctx.query_vec is None:
+        return result
+    conn = ctx.store.conn
+    cond, params = ctx.filters.sql("f")
+    rows = conn.execute(
+        "SELECT f.id, f.event_time, coalesce(f.occurred_end, f.event_time) FROM facts f "
+        # Spans are half-open: a fact's occurred_end is exclusive, a bare time is a point.
+        "WHERE f.bank_id = ? AND f.event_time < ? AND (f.occurred_end > ? "
+        f"OR (f.occurred_end IS NULL AND f.event_time >= ?)){cond}",
+        (ctx.bank_id, iso(window.end), iso(window.start), iso(window.start), *params),
+    ).fetchall()
+    times = {r[0]: (datetime.fromisoformat(r[1]), datetime.fromisoformat(r[2])) for r in rows}
+    vectors = ctx.store.vectors_for(list(times))
+    cosine = {f: float(np.dot(v, ctx.query_vec)) for f, v in vectors.items()}
+    pool = sorted(
+        (f for f in times if cosine.get(f, 0.0) >= s.temporal_pool_floor),
+        key=lambda f: -cosine[f],
+    )[: s.temporal_pool]
+    # Score in the pool: half how well it fits the window, half how well it fits the query.
+    score = {f: 0.5 * proximity(*times[f], window) + 0.5 * cosine[f] for f in pool}
+
+    entries = _entry_points(pool, times, score, window, s.temporal_entry_points, s.temporal_buckets)
+    result.notes = {"window": window.to_json(), "in_window": len(times), "pool": len(pool),
+                    "entry_points": entries}
+    _spread(ctx, entries, score, window)
+    allowed = ctx.filters.allowed(ctx.store, list(score))
+    ranked = sorted((f for f in score if f in allowed), key=lambda f: (-score[f], f))
+    result.hits = [ArmHit(f, round(score[f], 6)) for f in ranked[: ctx.limit]]
+    return result
+
+
+def _entry_points(
+    pool: list[int],
+    times: dict[int, tuple[datetime, datetime]],
+    score: dict[int, float],
+    window: TimeSpan,
+    count: int,
+    buckets: int,
+) -> list[int]:
+    """Pick entry points round-robin across equal time buckets of the window, best first in
+    each, so a long window is covered and not just its densest stretch."""
+    width = (window.end - window.start) / buckets
+    by_bucket: list[list[int]] = [[] for _ in range(buckets)]
+    for f in sorted(pool, key=lambda f: -score[f]):
+        offset = times[f][0] - window.start
+        index = int(offset / width) if width.total_seconds() > 0 else 0
+        by_bucket[min(max(index, 0), buckets - 1)].append(f)
+    entries: list[int] = []
+    while len(entries) < count and any(by_bucket):
+        for bucket in by_bucket:
+            if bucket and len(entries) < count:
+                entries.append(bucket.pop(0))
+    return entries
+
+
+def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window: TimeSpan) -> None:
+    """Spread activation along temporal and causal links for a few rounds: a neighbour scores
+    max(its own window fit, parent x link weight x boost x 0.7)."""
+    s = ctx.settings
+    conn = ctx.store.conn
+    frontier = list(entries)
+    for _ in range(s.temporal_rounds):
+        frontier = sorted(frontier, key=lambda f: -score[f])[: s.temporal_nodes_per_round]
+        if not frontier:
+            break
+        next_frontier: list[int] = []
+        for node in frontier:
+            neighbours = conn.execute(
+                "SELECT other, kind, weight FROM ("
+                " SELECT to_fact AS other, kind, weight FROM links WHERE from_fact = ?"
+                " AND kind IN ('temporal', 'causal')"
+                " UNION ALL SELECT from_fact, kind, weight FROM links WHERE to_fact = ?"
+                " AND kind IN ('temporal', 'causal')"
+                ") ORDER BY weight DESC LIMIT ?",
+                (node, node, s.temporal_neighbours),
+            ).fetchall()
+            for other, kind, weight in neighbours:
+                boost = CAUSAL_BOOST if kind == "causal" else TEMPORAL_BOOST
+                spread = min(1.0, score[node] * weight * boost * s.temporal_spread_factor)
+                own = _own_fit(conn, other, window)
+                new = max(own, spread)
+                if new > score.get(other, 0.0) and new > s.temporal_expand_floor:
+                    score[other] = new
+                    next_frontier.append(other)
+        frontier = next_frontier
+
+
+def _own_fit(conn, fact_id: int, window: TimeSpan) -> float:
+    row = conn.execute(
+        "SELECT event_time, coalesce(occurred_end, event_time) FROM facts WHERE id = ?",
+        (fact_id,),
+    ).fetchone()
+    if row is None:
+        return 0.0
+    # Without a query match a neighbour gets only half of its window fit.
+    return 0.5 * proximity(datetime.fromisoformat(row[0]), datetime.fromisoformat(row[1]), window)

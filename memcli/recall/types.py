@@ -1,0 +1,107 @@
+"""The data that flows through recall: options in, arm lists, scored candidates, the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from memcli.settings import RecallSettings
+from memcli.store import Fact, Store
+from memcli.timeparse import TimeSpan
+
+ARMS = ("semantic", "keyword", "graph", "temporal")
+TAG_MODES = ("any", "all", "any_strict", "all_strict", "exact")
+
+
+@dataclass
+class RecallOptions:
+    budget: str = "mid"
+    max_tokens: int = 4096
+    limit: int | None = None
+    types: list[str] | None = None
+    tags: list[str] | None = None
+    tags_match: str = "any"
+    now: datetime | None = None
+    include_chunks: bool = False
+    max_chunk_tokens: int = 8192
+    rerank: bool = True
+    boosts: bool = True
+    arms: tuple[str, ...] = ARMS
+    # Drop results whose final score is below this (None: keep all that fit the budget).
+    min_score: float | None = None
+
+
+@dataclass
+class ArmHit:
+    fact_id: int
+    score: float
+
+
+@dataclass
+class ArmResult:
+    """One arm's ranked list (best first) and what it did, for fusion and the trace."""
+
+    name: str
+    hits: list[ArmHit]
+    score_name: str
+    seconds: float = 0.0
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def ranks(self) -> dict[int, int]:
+        return {h.fact_id: i for i, h in enumerate(self.hits, start=1)}
+
+
+@dataclass
+class ArmContext:
+    """Everything an arm may read. Arms never write."""
+
+    store: Store
+    bank_id: int
+    query: str
+    query_vec: np.ndarray | None
+    window: TimeSpan | None
+    limit: int
+    filters: Any  # memcli.recall.filters.FactFilter
+    settings: RecallSettings
+    now: datetime
+
+
+@dataclass
+class Candidate:
+    """A fact on its way from fusion to output, with every score that moved it."""
+
+    fact_id: int
+    ranks: dict[str, int | None]
+    arm_scores: dict[str, float]
+    rrf: float = 0.0
+    rrf_rank: int = 0
+    reranker: float | None = None  # real cross-encoder probability, None when not reranked
+    base: float = 0.0  # reranker score, or the synthetic RRF-order score
+    recency: float = 1.0
+    temporal: float = 1.0
+    proof: float = 1.0
+    final: float = 0.0
+    final_rank: int = 0
+    tokens: int = 0
+    fact: Fact | None = None
+
+
+@dataclass
+class RecallResult:
+    query: str
+    now: datetime
+    budget: str
+    max_tokens: int
+    total_tokens: int
+    reranker: str | None
+    synthetic_scores: bool
+    time_window: TimeSpan | None
+    results: list[Candidate]  # what fits the budget, best first
+    ranked: list[Candidate]  # every fused candidate in final order (before the budget)
+    arms: dict[str, ArmResult]
+    timings: dict[str, float]
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)

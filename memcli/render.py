@@ -1,0 +1,187 @@
+"""Recall results as text (for `| llm`), Markdown, JSON, and the trace table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memcli.recall.types import ARMS, Candidate, RecallResult
+from memcli.store import Fact, iso
+
+
+def fact_date(fact: Fact) -> str:
+    """The date shown with a memory: when it happened if known, else when it was said."""
+    if fact.occurred_start is not None:
+        start = fact.occurred_start.date().isoformat()
+        end = fact.occurred_end
+        if end is not None and (end - fact.occurred_start).total_seconds() > 86400:
+            # Ends are exclusive: show the last day inside the period.
+            from datetime import timedelta
+
+            last = (end - timedelta(seconds=1)).date().isoformat()
+            return f"{start}..{last}"
+        return start
+    return fact.mentioned_at.date().isoformat()
+
+
+def memory_block(fact: Fact) -> str:
+    """One memory as printed and as counted against the token budget."""
+    who = f"{fact.context}: " if fact.context else ""
+    return f"[{fact_date(fact)}] {who}{fact.text}"
+
+
+def to_text(result: RecallResult, decorate: bool = False) -> str:
+    blocks = []
+    for i, c in enumerate(result.results, start=1):
+        block = memory_block(c.fact)
+        if decorate:
+            block = f"\x1b[2m{i:>2}. ({c.final:.3f})\x1b[0m {block}"
+        blocks.append(block)
+    out = "\n\n".join(blocks)
+    if result.chunks:
+        out += "\n\n" + "\n\n".join(f"--- source chunk\n{ch['text']}" for ch in result.chunks)
+    return out
+
+
+def to_markdown(result: RecallResult) -> str:
+    lines = [f"## Memories for: {result.query}", ""]
+    for c in result.results:
+        f = c.fact
+        who = f"**{f.context}:** " if f.context else ""
+        lines.append(f"- *{fact_date(f)}* {who}{f.text}")
+    if result.chunks:
+        lines += ["", "### Source chunks", ""]
+        for ch in result.chunks:
+            lines += ["```text", ch["text"], "```", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def candidate_json(c: Candidate) -> dict[str, Any]:
+    f = c.fact
+    return {
+        "id": f.id,
+        "source_id": f.source_id,
+        "document_id": f.document_id,
+        "text": f.text,
+        "context": f.context,
+        "type": f.fact_type,
+        "tags": f.tags,
+        "mentioned_at": iso(f.mentioned_at),
+        "occurred_start": iso(f.occurred_start),
+        "occurred_end": iso(f.occurred_end),
+        "entities": f.entities,
+        "tokens": c.tokens,
+        "score": round(c.final, 6),
+        "scores": {
+            "rrf": round(c.rrf, 6),
+            "reranker": None if c.reranker is None else round(c.reranker, 6),
+            "recency": round(c.recency, 6),
+            "temporal": round(c.temporal, 6),
+            "proof": round(c.proof, 6),
+        },
+        "ranks": {arm: c.ranks.get(arm) for arm in ARMS},
+    }
+
+
+def to_json_obj(result: RecallResult, trace: bool = False) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "query": result.query,
+        "now": iso(result.now),
+        "budget": result.budget,
+        "max_tokens": result.max_tokens,
+        "total_tokens": result.total_tokens,
+        "reranker": result.reranker,
+        "time_window": result.time_window.to_json() if result.time_window else None,
+        "results": [candidate_json(c) for c in result.results],
+    }
+    if result.chunks:
+        obj["chunks"] = result.chunks
+    if trace:
+        obj["trace"] = trace_obj(result)
+    return obj
+
+
+def trace_obj(result: RecallResult) -> dict[str, Any]:
+    return {
+        "scores": "reranker" if result.reranker else "synthetic (RRF order, no reranker)",
+        "arms": {
+            name: {
+                "seconds": round(arm.seconds, 6),
+                "score": arm.score_name,
+                "hits": len(arm.hits),
+                "notes": arm.notes,
+                "top": [[h.fact_id, round(h.score, 6)] for h in arm.hits[:20]],
+            }
+            for name, arm in result.arms.items()
+        },
+        "candidates": len(result.ranked),
+        "rerank_cap": result.notes.get("rerank_cap"),
+        "candidates_per_arm": result.notes.get("candidates_per_arm"),
+        "timings_ms": {k: round(v * 1000, 2) for k, v in result.timings.items()},
+        "settings": result.notes.get("settings"),
+        "ranked": [
+            {"id": c.fact_id, "final_rank": c.final_rank, "rrf_rank": c.rrf_rank,
+             "kept": c in result.results}
+            for c in result.ranked[:50]
+        ],
+    }
+
+
+def to_trace_table(result: RecallResult, width: int = 60) -> str:
+    """The human trace: each result's rank in every arm (blank where the arm missed it), its
+    RRF score, reranker score, each boost and the final score; then the window and timings."""
+    head = (
+        f"{'#':>3} {'id':>6} {'sem':>4} {'kw':>4} {'grph':>4} {'temp':>4} {'rrf':>7} "
+        f"{'rrf#':>4} {'rerank':>7} {'recncy':>6} {'tempo':>6} {'proof':>6} {'final':>7}  text"
+    )
+    lines = [head, "-" * len(head)]
+
+    def rank(v: int | None) -> str:
+        return "" if v is None else str(v)
+
+    for c in result.results:
+        rr = "" if c.reranker is None else f"{c.reranker:.4f}"
+        text = c.fact.text.replace("\n", " ")
+        if len(text) > width:
+            text = text[: width - 1] + "…"
+        lines.append(
+            f"{c.final_rank:>3} {c.fact_id:>6} {rank(c.ranks.get('semantic')):>4} "
+            f"{rank(c.ranks.get('keyword')):>4} {rank(c.ranks.get('graph')):>4} "
+            f"{rank(c.ranks.get('temporal')):>4} {c.rrf:>7.4f} {c.rrf_rank:>4} {rr:>7} "
+            f"{c.recency:>6.3f} {c.temporal:>6.3f} {c.proof:>6.3f} {c.final:>7.4f}  {text}"
+        )
+    lines.append("")
+    scores = (
+        f"reranker: {result.reranker}"
+        if result.reranker
+        else "reranker: none - base scores are synthetic, in RRF order (1 - 0.9 x rank/(n-1))"
+    )
+    lines.append(scores)
+    window = result.time_window
+    lines.append(
+        "time window: "
+        + (f"{iso(window.start)} .. {iso(window.end)}" if window else "none (query names no time)")
+    )
+    arms = ", ".join(f"{name} {len(arm.hits)}" for name, arm in result.arms.items())
+    lines.append(
+        f"candidates: {arms}; fused {len(result.ranked)}; per-arm limit "
+        f"{result.notes.get('candidates_per_arm')}; rerank cap {result.notes.get('rerank_cap')}"
+    )
+    kw = result.arms.get("keyword")
+    if kw is not None:
+        lines.append(f"keyword terms: {' '.join(kw.notes.get('terms', [])) or '(none)'}")
+    tmp = result.arms.get("temporal")
+    if tmp is not None and tmp.notes.get("entry_points"):
+        lines.append(f"temporal entry points: {tmp.notes['entry_points']}")
+    lines.append(
+        f"budget: {result.total_tokens}/{result.max_tokens} tokens, "
+        f"{len(result.results)} of {len(result.ranked)} candidates kept"
+    )
+    lines.append(
+        "time (ms): " + ", ".join(f"{k} {v * 1000:.1f}" for k, v in result.timings.items())
+    )
+    return "\n".join(lines)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False)

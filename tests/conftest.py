@@ -1,0 +1,47 @@
+"""Shared fixtures: a real database file per test, the real MiniLM embedder loaded once."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from memcli.models.embedder import load_embedder
+from memcli.retain import RetainItem, Retainer
+from memcli.store import Store
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    return load_embedder()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "mem.db"
+
+
+@pytest.fixture
+def store(db_path: Path):
+    with Store(db_path) as s:
+        yield s
+
+
+@pytest.fixture
+def remember(store: Store, embedder):
+    """remember(text, at=..., **fields) or remember([RetainItem, ...]) into the 'default' bank."""
+
+    def _remember(items, bank: str = "default", **fields):
+        if isinstance(items, str):
+            items = [RetainItem(text=items, **fields)]
+        retainer = Retainer(store, bank, embedder, now=datetime(2026, 11, 20))
+        return retainer.retain(items)
+
+    return _remember
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path

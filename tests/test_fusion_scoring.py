@@ -1,0 +1,108 @@
+"""RRF and each boost against values computed by hand."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+import pytest
+
+from memcli.recall import fusion, rerank, scoring
+from memcli.recall.types import ArmHit, ArmResult, Candidate
+from memcli.settings import RecallSettings
+from memcli.store import Fact
+from memcli.timeparse import TimeSpan
+
+
+def arm(name: str, ids: list[int]) -> ArmResult:
+    return ArmResult(name, [ArmHit(i, 1.0) for i in ids], "test")
+
+
+def fact(**kw) -> Fact:
+    base = dict(
+        id=1, text="x", context=None, fact_type="world", mentioned_at=datetime(2026, 1, 1),
+        occurred_start=None, occurred_end=None, tags=[], metadata={}, proof_count=1,
+        source_id=None, document_id=None, chunk_id=None, entities=[],
+    )
+    base.update(kw)
+    return Fact(**base)
+
+
+def test_rrf_sums_reciprocal_ranks_with_k_60():
+    fused = fusion.rrf({"semantic": arm("semantic", [10, 20, 30]), "keyword": arm("keyword", [30, 10])})
+    by_id = {c.fact_id: c for c in fused}
+    # 10: 1/61 + 1/62 ; 30: 1/63 + 1/61 ; 20: 1/62
+    assert by_id[10].rrf == pytest.approx(1 / 61 + 1 / 62)
+    assert by_id[30].rrf == pytest.approx(1 / 63 + 1 / 61)
+    assert by_id[20].rrf == pytest.approx(1 / 62)
+    assert [c.fact_id for c in fused] == [10, 30, 20]
+    assert by_id[20].ranks == {"semantic": 2, "keyword": None, "graph": None, "temporal": None}
+    assert [c.rrf_rank for c in fused] == [1, 2, 3]
+
+
+def test_rrf_arm_weight_works_in_rank_space():
+    fused = fusion.rrf({"keyword": arm("keyword", [5, 6])}, k=60, weights={"keyword": 2.0})
+    # rank 2 with weight 2 counts as rank 1: 1 / (60 + 2 / 2)
+    assert fused[1].rrf == pytest.approx(1 / 61)
+
+
+def test_synthetic_scores_follow_rrf_order_from_1_to_0_1():
+    assert rerank.synthetic_score(1, 5) == pytest.approx(1.0)
+    assert rerank.synthetic_score(3, 5) == pytest.approx(1 - 0.9 * 2 / 4)
+    assert rerank.synthetic_score(5, 5) == pytest.approx(0.1)
+    assert rerank.synthetic_score(1, 1) == 1.0
+
+
+@pytest.mark.parametrize(
+    "raw,expected",
+    [(0.25, 0.25), (2.0, 1 / (1 + math.exp(-2.0))), (-3.0, 1 / (1 + math.exp(3.0))),
+     (float("nan"), 0.0)],
+)
+def test_reranker_outputs_become_probabilities(raw, expected):
+    assert rerank.normalise_score(raw) == pytest.approx(expected)
+
+
+def test_recency_boost_by_hand():
+    now = datetime(2026, 11, 20)
+    f = fact(mentioned_at=datetime(2026, 5, 24))  # 180 days ago
+    signal = scoring.recency_signal(f, now)
+    assert signal == pytest.approx(1 - 180 / 365)
+    assert scoring.boost(signal, 0.2) == pytest.approx(1 + 0.2 * ((1 - 180 / 365) - 0.5))
+    old = fact(mentioned_at=datetime(2020, 1, 1))
+    assert scoring.recency_signal(old, now) == pytest.approx(0.1)  # clamped
+
+
+def test_running_period_counts_from_its_end_and_is_capped():
+    now = datetime(2026, 11, 20)
+    running = fact(occurred_start=datetime(2026, 11, 1), occurred_end=datetime(2026, 12, 1))
+    assert scoring.recency_signal(running, now) == 0.5
+    finished = fact(occurred_start=datetime(2026, 1, 1), occurred_end=datetime(2026, 11, 10))
+    assert scoring.recency_signal(finished, now) == pytest.approx(1 - 10 / 365)
+
+
+def test_temporal_boost_by_hand():
+    window = TimeSpan(datetime(2026, 3, 1), datetime(2026, 3, 31))  # 30 days, centre Mar 16
+    f = fact(mentioned_at=datetime(2026, 3, 10))  # 6 days from the centre
+    assert scoring.temporal_signal(f, window) == pytest.approx(1 - 6 / 15)
+    assert scoring.temporal_signal(f, None) == 0.5
+    far = fact(mentioned_at=datetime(2025, 1, 1))
+    assert scoring.temporal_signal(far, window) == 0.0
+
+
+def test_proof_boost_only_for_observations():
+    assert scoring.proof_signal(fact()) == 0.5
+    obs = fact(fact_type="observation", proof_count=5)
+    assert scoring.proof_signal(obs) == pytest.approx(0.5 + math.log(5) / 10)
+
+
+def test_final_score_is_the_product_of_base_and_boosts():
+    now = datetime(2026, 11, 20)
+    c = Candidate(1, {}, {}, base=0.8)
+    c.fact = fact(fact_type="observation", proof_count=3, mentioned_at=datetime(2026, 11, 20))
+    scoring.apply([c], now, None, RecallSettings())
+    recency = 1 + 0.2 * (1.0 - 0.5)
+    temporal = 1.0
+    proof = 1 + 0.1 * (0.5 + math.log(3) / 10 - 0.5)
+    assert c.final == pytest.approx(0.8 * recency * temporal * proof)
+    scoring.apply([c], now, None, RecallSettings(), enabled=False)
+    assert c.final == pytest.approx(0.8)

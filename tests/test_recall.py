@@ -1,0 +1,178 @@
+"""Recall end to end on a real store: each arm proven by a case only it can solve, filters,
+the JSON contract and the trace."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from memcli import render
+from memcli.recall import RecallOptions, recall
+from memcli.retain import RetainItem
+
+NOW = datetime(2026, 11, 20)
+
+
+def run(store, embedder, query, **opts):
+    opts.setdefault("now", NOW)
+    return recall(store, "default", query, RecallOptions(**opts), embedder=embedder)
+
+
+def ranks_of(result, text_part):
+    for c in result.ranked:
+        if text_part in c.fact.text:
+            return c.ranks
+    return None
+
+
+def test_semantic_arm_alone_finds_a_paraphrase(store, remember, embedder):
+    remember([
+        RetainItem("I adopted a kitten from the animal shelter."),
+        RetainItem("The quarterly tax return is due in April."),
+    ])
+    result = run(store, embedder, "new feline pet")
+    ranks = ranks_of(result, "kitten")
+    assert ranks["semantic"] == 1
+    assert ranks["keyword"] is None  # no shared word
+    assert result.results[0].fact.text.startswith("I adopted a kitten")
+
+
+def test_keyword_arm_alone_finds_a_rare_code(store, remember, embedder):
+    remember([
+        RetainItem("The storage unit padlock combination is QX7-4417."),
+        RetainItem("Lunch was a sandwich."),
+    ])
+    result = run(store, embedder, "qx7")
+    ranks = ranks_of(result, "padlock")
+    assert ranks["keyword"] == 1
+    assert ranks["semantic"] is None
+
+
+def test_graph_arm_alone_reaches_a_fact_through_a_shared_entity(store, remember, embedder):
+    remember([
+        RetainItem("The Zorblax migration project is led by Hannelore."),
+        RetainItem("Hannelore collects antique pendulum clocks."),
+        RetainItem("The cafeteria serves soup on Mondays."),
+    ])
+    result = run(store, embedder, "Who runs the Zorblax migration?")
+    ranks = ranks_of(result, "pendulum clocks")
+    assert ranks is not None and ranks["graph"] is not None
+    assert ranks["semantic"] is None and ranks["keyword"] is None and ranks["temporal"] is None
+
+
+def test_temporal_arm_alone_finds_what_happened_in_the_window(store, remember, embedder):
+    remember([
+        RetainItem("Bought a green kayak.", timestamp=datetime(2024, 3, 12)),
+        RetainItem("Bought a red bicycle.", timestamp=datetime(2025, 7, 2)),
+    ])
+    result = run(store, embedder, "what happened in March 2024?")
+    assert result.time_window is not None
+    assert result.time_window.start == datetime(2024, 3, 1)
+    ranks = ranks_of(result, "kayak")
+    assert ranks["temporal"] == 1
+    assert ranks["keyword"] is None and ranks["graph"] is None
+    assert ranks_of(result, "bicycle") is None or ranks_of(result, "bicycle")["temporal"] is None
+
+
+def test_fts5_syntax_in_a_query_is_plain_words(store, remember, embedder):
+    remember("Notes on the NEAR field communication chip and the AND gate.")
+    for query in ['"unbalanced', "(NEAR OR", "chip*", "-gate", "col:umn", "AND OR NOT", "'\")(*:"]:
+        result = run(store, embedder, query)
+        assert isinstance(result.results, list)
+    result = run(store, embedder, "NEAR AND (chip)")
+    assert result.results and "NEAR field" in result.results[0].fact.text
+
+
+def test_cjk_text_is_found_by_keyword(store, remember, embedder):
+    remember([
+        RetainItem("我明天去东京出差。"),
+        RetainItem("서울에서 친구를 만났어요."),
+        RetainItem("来週、京都で会議があります。"),
+    ])
+    for query, expected in [("东京", "东京"), ("서울", "서울"), ("京都", "京都")]:
+        result = run(store, embedder, query, arms=("keyword",))
+        assert result.results, query
+        assert expected in result.results[0].fact.text
+
+
+@pytest.mark.parametrize(
+    "mode,expected",
+    [
+        ("any", {"a", "ab", "none"}),
+        ("all", {"ab", "none"}),
+        ("any_strict", {"a", "ab"}),
+        ("all_strict", {"ab"}),
+        ("exact", {"ab"}),
+    ],
+)
+def test_tag_modes(store, remember, embedder, mode, expected):
+    remember([
+        RetainItem("Budget item alpha tagged a.", tags=["a"]),
+        RetainItem("Budget item beta tagged a and b.", tags=["a", "b"]),
+        RetainItem("Budget item gamma tagged a b c.", tags=["a", "b", "c"]),
+        RetainItem("Budget item delta untagged."),
+        RetainItem("Budget item epsilon tagged c.", tags=["c"]),
+    ])
+    tags = ["a", "b"] if mode in ("all", "all_strict", "exact") else ["a"]
+    result = run(store, embedder, "budget item", tags=tags, tags_match=mode)
+    label = {"alpha": "a", "beta": "ab", "gamma": "abc", "delta": "none", "epsilon": "c"}
+    got = {label[c.fact.text.split()[2]] for c in result.results}
+    if mode == "any":
+        expected = {"a", "ab", "abc", "none"}
+    if mode in ("all", "all_strict"):
+        expected = expected | {"abc"}
+    assert got == expected
+
+
+def test_type_filter(store, remember, embedder):
+    remember([
+        RetainItem("I walked the dog in the park.", fact_type="experience"),
+        RetainItem("Dogs need daily walks in the park.", fact_type="world"),
+    ])
+    result = run(store, embedder, "dog walk park", types=["world"])
+    assert [c.fact.fact_type for c in result.results] == ["world"]
+
+
+def test_json_contract(store, remember, embedder):
+    remember("Priya moved to Lisbon for her PhD.", source_id="n2", context="Maya",
+             timestamp=datetime(2025, 10, 2))
+    result = run(store, embedder, "Where did Priya move?", max_tokens=500)
+    obj = render.to_json_obj(result, trace=True)
+    assert set(obj) >= {"query", "now", "budget", "max_tokens", "total_tokens", "reranker",
+                        "time_window", "results", "trace"}
+    assert obj["reranker"] is None and obj["budget"] == "mid" and obj["max_tokens"] == 500
+    first = obj["results"][0]
+    assert set(first) == {"id", "source_id", "document_id", "text", "context", "type", "tags",
+                          "mentioned_at", "occurred_start", "occurred_end", "entities", "tokens",
+                          "score", "scores", "ranks"}
+    assert first["source_id"] == "n2" and first["context"] == "Maya"
+    assert set(first["scores"]) == {"rrf", "reranker", "recency", "temporal", "proof"}
+    assert set(first["ranks"]) == {"semantic", "keyword", "graph", "temporal"}
+    assert first["scores"]["reranker"] is None
+    assert obj["total_tokens"] == sum(r["tokens"] for r in obj["results"])
+    assert "synthetic" in obj["trace"]["scores"]
+
+
+def test_budget_cuts_by_tokens(store, remember, embedder):
+    remember([RetainItem(f"Garden note {i}: watered the tomatoes and peppers.") for i in range(10)])
+    result = run(store, embedder, "garden tomatoes", max_tokens=40)
+    assert 0 < result.total_tokens <= 40
+    assert len(result.results) < len(result.ranked)
+
+
+def test_include_chunks_returns_source_text(store, remember, embedder):
+    long_text = "\n\n".join(
+        f"Paragraph {i}. The lighthouse keeper logged the storm on night {i}." for i in range(3)
+    )
+    remember(long_text)
+    result = run(store, embedder, "lighthouse storm", include_chunks=True, max_chunk_tokens=20)
+    assert result.chunks and sum(c["tokens"] for c in result.chunks) <= 20
+
+
+def test_unknown_bank_is_an_error(store, remember, embedder):
+    remember("something")
+    from memcli.store import StoreError
+
+    with pytest.raises(StoreError, match="unknown bank"):
+        recall(store, "nope", "x", RecallOptions(), embedder=embedder)
