@@ -167,7 +167,7 @@ def retain(
 ) -> None:
     """Remember text: split it into facts, find entities and dates, link and embed them."""
     from memcli.ingest import InputError, items_from_jsonl, items_from_text
-    from memcli.retain import RetainError, Retainer
+    from memcli.retain import Retainer, RetainError
     from memcli.timeparse import parse_when
 
     try:
@@ -223,17 +223,32 @@ def retain(
             bar.__exit__(None, None, None)
         store.close()
     if as_json:
-        typer.echo(json.dumps({"stored": summary.stored, "summary": _summary_json(summary)},
-                              ensure_ascii=False))
+        typer.echo(
+            json.dumps(
+                {"stored": summary.stored, "summary": _summary_json(summary)}, ensure_ascii=False
+            )
+        )
     info(summary.line())
     if summary.interrupted:
         raise typer.Exit(130)
 
 
 def _summary_json(summary) -> dict:
-    return {k: getattr(summary, k) for k in (
-        "items", "facts", "duplicates", "invalid", "documents_replaced", "entities", "links",
-        "batches", "seconds", "interrupted")}
+    return {
+        k: getattr(summary, k)
+        for k in (
+            "items",
+            "facts",
+            "duplicates",
+            "invalid",
+            "documents_replaced",
+            "entities",
+            "links",
+            "batches",
+            "seconds",
+            "interrupted",
+        )
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,15 +273,17 @@ def _load_reranker(path: str | None, enabled: bool):
 @app.command()
 def recall(
     query: Annotated[str | None, typer.Argument(help="What to remember.")] = None,
-    budget: Annotated[Budget, typer.Option(help="Candidates per arm: low 100, mid 300, high 1000.")
-                      ] = Budget.mid,
+    budget: Annotated[
+        Budget, typer.Option(help="Candidates per arm: low 100, mid 300, high 1000.")
+    ] = Budget.mid,
     max_tokens: Annotated[int, typer.Option(help="Token budget of the output.")] = 4096,
     limit: Annotated[int | None, typer.Option(help="At most this many memories.")] = None,
     fact_type: Annotated[
         list[str] | None, typer.Option("--type", help="Only these fact types (repeatable).")
     ] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="Filter by tag (repeatable).")
-                   ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Filter by tag (repeatable).")
+    ] = None,
     tags_match: Annotated[TagsMatch, typer.Option(help="How --tag filters.")] = TagsMatch.any,
     now: Annotated[
         str | None, typer.Option(help="Reference time for recency and relative dates in the query.")
@@ -286,8 +303,9 @@ def recall(
     min_score: Annotated[
         float | None, typer.Option(help="Drop memories whose final score is below this.")
     ] = None,
-    output: Annotated[OutputFormat, typer.Option("--format", help="Output format.")
-                      ] = OutputFormat.text,
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="Output format.")
+    ] = OutputFormat.text,
     trace: Annotated[bool, typer.Option(help="Show how each memory was ranked.")] = False,
     batch: Annotated[
         str | None,

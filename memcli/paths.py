@@ -17,7 +17,9 @@ def data_dir() -> Path:
 def cache_dir() -> Path:
     """Model and tokenizer caches. MEM_CACHE_DIR overrides (tests, read-only homes)."""
     override = os.environ.get("MEM_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+    if override:
+        return Path(override)
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
 
 def resolve_db_path(cli_value: str | os.PathLike | None) -> Path:

@@ -5,29 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memcli.blocks import fact_date, memory_block
 from memcli.recall.types import ARMS, Candidate, RecallResult
-from memcli.store import Fact, iso
-
-
-def fact_date(fact: Fact) -> str:
-    """The date shown with a memory: when it happened if known, else when it was said."""
-    if fact.occurred_start is not None:
-        start = fact.occurred_start.date().isoformat()
-        end = fact.occurred_end
-        if end is not None and (end - fact.occurred_start).total_seconds() > 86400:
-            # Ends are exclusive: show the last day inside the period.
-            from datetime import timedelta
-
-            last = (end - timedelta(seconds=1)).date().isoformat()
-            return f"{start}..{last}"
-        return start
-    return fact.mentioned_at.date().isoformat()
-
-
-def memory_block(fact: Fact) -> str:
-    """One memory as printed and as counted against the token budget."""
-    who = f"{fact.context}: " if fact.context else ""
-    return f"[{fact_date(fact)}] {who}{fact.text}"
+from memcli.store import iso
 
 
 def to_text(result: RecallResult, decorate: bool = False) -> str:
@@ -120,8 +100,12 @@ def trace_obj(result: RecallResult) -> dict[str, Any]:
         "timings_ms": {k: round(v * 1000, 2) for k, v in result.timings.items()},
         "settings": result.notes.get("settings"),
         "ranked": [
-            {"id": c.fact_id, "final_rank": c.final_rank, "rrf_rank": c.rrf_rank,
-             "kept": c in result.results}
+            {
+                "id": c.fact_id,
+                "final_rank": c.final_rank,
+                "rrf_rank": c.rrf_rank,
+                "kept": c in result.results,
+            }
             for c in result.ranked[:50]
         ],
     }

@@ -20,7 +20,7 @@ import numpy as np
 
 from memcli import entities as entity_mod
 from memcli.settings import RetainSettings
-from memcli.split import split_text
+from memcli.split import split_text, starts_with_cause
 from memcli.store import FACT_TYPES, Store, iso
 from memcli.timeparse import TimeSpan, extract_fact_time
 
@@ -138,6 +138,9 @@ class Retainer:
         self._replaced_documents: set[str] = set()
         self._vectors: _VectorIndex | None = None
         self._entity_cache: dict[str, int] = {}
+        # The last fact stored by this retain call: a next item that opens with "Because ..."
+        # or "So ..." (a dialog reply) is causally linked to it.
+        self._last_fact_id: int | None = None
 
     # -- public ---------------------------------------------------------------------------
 
@@ -281,6 +284,9 @@ class Retainer:
             counts["entities"] += self._link_entities(bank_id, fact_id, p.entity_names, mentioned)
             if p.caused_by is not None and (key, p.caused_by) in ids_by_item_fact:
                 link_rows.append((fact_id, ids_by_item_fact[(key, p.caused_by)], "causal", 1.0))
+            elif position == 0 and self._last_fact_id and starts_with_cause(p.text):
+                link_rows.append((fact_id, self._last_fact_id, "causal", 1.0))
+            self._last_fact_id = fact_id
             link_rows.extend(self._semantic_links(fact_id, p.embedding))
             link_rows.extend(self._temporal_links(bank_id, fact_id, p.span, mentioned))
             self._vectors.add(fact_id, p.embedding)
@@ -335,9 +341,7 @@ class Retainer:
                 rows.append((fact_id, other, "temporal", round(weight, 4)))
         return rows
 
-    def _link_entities(
-        self, bank_id: int, fact_id: int, names: list[str], seen: datetime
-    ) -> int:
+    def _link_entities(self, bank_id: int, fact_id: int, names: list[str], seen: datetime) -> int:
         """Resolve each name to an entity (fuzzy, see entities.py) and tie it to the fact.
         Returns how many new entities were created."""
         created = 0

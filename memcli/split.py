@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 # End of sentence: .!? followed by space and a plausible sentence start, or CJK full stops.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u00c0-\u024f])|(?<=[。！？])")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u00c0-\u024f])|(?<=[。！？])"
+)
 _CJK_CHARS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _CAUSAL_START = re.compile(
     r"^(because|so|therefore|thus|hence|as a result|consequently|that's why|that is why|"
@@ -19,6 +21,11 @@ _CAUSAL_START = re.compile(
     re.IGNORECASE,
 )
 _CAUSAL_INSIDE = re.compile(r"\b(because of this|led to|caused|due to this|as a result)\b", re.I)
+
+
+def starts_with_cause(text: str) -> bool:
+    """True when a text opens as the consequence or explanation of what came before it."""
+    return _CAUSAL_START.match(text) is not None
 
 
 @dataclass(frozen=True)
@@ -51,9 +58,9 @@ def _cut_long(sentence: str, max_words: int) -> list[str]:
     return [" ".join(words[i : i + max_words]) for i in range(0, len(words), max_words)]
 
 
-def split_text(text: str, max_words: int = 60, chunk_max_words: int = 350) -> tuple[
-    list[str], list[SplitFact]
-]:
+def split_text(
+    text: str, max_words: int = 60, chunk_max_words: int = 350
+) -> tuple[list[str], list[SplitFact]]:
     """(chunks, facts) of one input text. Each fact names the chunk it came from."""
     text = text.strip()
     if not text:

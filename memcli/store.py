@@ -173,8 +173,10 @@ class Store:
             raise StoreError(f"no mem database at {self.path} (run `mem retain` first)")
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        flags = apsw.SQLITE_OPEN_READONLY if readonly else (
-            apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        flags = (
+            apsw.SQLITE_OPEN_READONLY
+            if readonly
+            else (apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         )
         try:
             self.conn = apsw.Connection(str(self.path), flags=flags)
@@ -416,7 +418,8 @@ class Store:
             found.update(
                 r[0]
                 for r in self.conn.execute(
-                    f"SELECT content_hash FROM facts WHERE bank_id = ? AND content_hash IN ({marks})",
+                    "SELECT content_hash FROM facts "
+                    f"WHERE bank_id = ? AND content_hash IN ({marks})",
                     (bank_id, *batch),
                 )
             )
@@ -437,9 +440,10 @@ class Store:
             (bank_id, external_id),
         ).fetchone()
         if row:
-            ids = [r[0] for r in self.conn.execute(
-                "SELECT id FROM facts WHERE document_id = ?", (row[0],)
-            )]
+            ids = [
+                r[0]
+                for r in self.conn.execute("SELECT id FROM facts WHERE document_id = ?", (row[0],))
+            ]
             self.delete_facts(ids)
             self.conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
         self.conn.execute(

@@ -30,8 +30,15 @@ def fact_count(db: Path) -> int:
 
 
 def test_retain_then_recall_as_text_json_and_md(db_path):
-    r = mem(db_path, "retain", "--at", "2026-03-21", "--context", "Maya",
-            "Decided to book the Lisbon trip for May.")
+    r = mem(
+        db_path,
+        "retain",
+        "--at",
+        "2026-03-21",
+        "--context",
+        "Maya",
+        "Decided to book the Lisbon trip for May.",
+    )
     assert r.exit_code == 0, r.stderr
     assert "1 facts stored" in r.stderr and r.stdout == ""
     r = mem(db_path, "recall", "Lisbon trip", "--now", "2026-11-20")
@@ -48,8 +55,17 @@ def test_trace_shows_arm_ranks_scores_window_and_timings(db_path):
     mem(db_path, "retain", "--at", "2024-03-12", "Bought a green kayak in March.")
     r = mem(db_path, "recall", "kayak in March 2024", "--trace", "--now", "2026-01-01")
     assert r.exit_code == 0
-    for needle in ("sem", "kw", "grph", "temp", "rrf", "final", "time window: 2024-03-01",
-                   "reranker: none", "time (ms)"):
+    for needle in (
+        "sem",
+        "kw",
+        "grph",
+        "temp",
+        "rrf",
+        "final",
+        "time window: 2024-03-01",
+        "reranker: none",
+        "time (ms)",
+    ):
         assert needle in r.stdout
 
 
@@ -58,11 +74,20 @@ def test_stdin_file_and_jsonl_inputs(db_path, tmp_path):
     note = tmp_path / "note.txt"
     note.write_text("From a file: the car needs new tyres.")
     assert mem(db_path, "retain", "--file", str(note)).exit_code == 0
-    batch = write_jsonl(tmp_path / "b.jsonl", [
-        {"id": "x1", "text": "From JSONL: dentist on Friday.", "timestamp": "2026-02-01T10:00:00Z",
-         "tags": ["health"], "type": "experience", "metadata": {"k": 1}},
-        {"text": "From JSONL: renew passport."},
-    ])
+    batch = write_jsonl(
+        tmp_path / "b.jsonl",
+        [
+            {
+                "id": "x1",
+                "text": "From JSONL: dentist on Friday.",
+                "timestamp": "2026-02-01T10:00:00Z",
+                "tags": ["health"],
+                "type": "experience",
+                "metadata": {"k": 1},
+            },
+            {"text": "From JSONL: renew passport."},
+        ],
+    )
     r = mem(db_path, "retain", "--jsonl", str(batch), "--json")
     assert r.exit_code == 0
     stored = json.loads(r.stdout)["stored"]
@@ -129,10 +154,13 @@ def test_bad_reranker_file_gets_a_clear_error(db_path, tmp_path):
 def test_recall_batch_jsonl_in_and_out(db_path, tmp_path):
     mem(db_path, "retain", "--at", "2026-05-12", "In Lisbon with Priya, eating pastéis de nata.")
     mem(db_path, "retain", "--at", "2026-09-27", "Finished the Berlin half marathon.")
-    queries = write_jsonl(tmp_path / "q.jsonl", [
-        {"id": "q1", "query": "Lisbon pastries"},
-        {"id": "q2", "query": "half marathon", "now": "2026-10-01", "limit": 1},
-    ])
+    queries = write_jsonl(
+        tmp_path / "q.jsonl",
+        [
+            {"id": "q1", "query": "Lisbon pastries"},
+            {"id": "q2", "query": "half marathon", "now": "2026-10-01", "limit": 1},
+        ],
+    )
     r = mem(db_path, "recall", "--batch", str(queries), "--format", "text")
     assert r.exit_code == 0
     lines = [json.loads(x) for x in r.stdout.splitlines()]
@@ -153,15 +181,22 @@ def test_help_loads_no_model_and_is_fast():
 def test_two_writers_at_once_both_succeed(db_path, tmp_path):
     files = []
     for w in range(2):
-        files.append(write_jsonl(tmp_path / f"w{w}.jsonl", [
-            {"id": f"w{w}-{i}", "text": f"Writer {w} item {i} about topic {i * 7 + w}."}
-            for i in range(150)
-        ]))
+        files.append(
+            write_jsonl(
+                tmp_path / f"w{w}.jsonl",
+                [
+                    {"id": f"w{w}-{i}", "text": f"Writer {w} item {i} about topic {i * 7 + w}."}
+                    for i in range(150)
+                ],
+            )
+        )
     env = {**os.environ}
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "memcli", "--db", str(db_path), "retain", "--jsonl", str(f)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
         )
         for f in files
     ]
@@ -175,12 +210,17 @@ def test_ctrl_c_during_import_keeps_committed_batches(db_path, tmp_path):
     import signal
     import time
 
-    path = write_jsonl(tmp_path / "big.jsonl", [
-        {"id": str(i), "text": f"Import line {i} mentions the number {i * 13}."} for i in range(3000)
-    ])
+    path = write_jsonl(
+        tmp_path / "big.jsonl",
+        [
+            {"id": str(i), "text": f"Import line {i} mentions the number {i * 13}."}
+            for i in range(3000)
+        ],
+    )
     p = subprocess.Popen(
         [sys.executable, "-m", "memcli", "--db", str(db_path), "retain", "--jsonl", str(path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     deadline = time.time() + 120
     while time.time() < deadline:

@@ -20,16 +20,29 @@ def arm(name: str, ids: list[int]) -> ArmResult:
 
 def fact(**kw) -> Fact:
     base = dict(
-        id=1, text="x", context=None, fact_type="world", mentioned_at=datetime(2026, 1, 1),
-        occurred_start=None, occurred_end=None, tags=[], metadata={}, proof_count=1,
-        source_id=None, document_id=None, chunk_id=None, entities=[],
+        id=1,
+        text="x",
+        context=None,
+        fact_type="world",
+        mentioned_at=datetime(2026, 1, 1),
+        occurred_start=None,
+        occurred_end=None,
+        tags=[],
+        metadata={},
+        proof_count=1,
+        source_id=None,
+        document_id=None,
+        chunk_id=None,
+        entities=[],
     )
     base.update(kw)
     return Fact(**base)
 
 
 def test_rrf_sums_reciprocal_ranks_with_k_60():
-    fused = fusion.rrf({"semantic": arm("semantic", [10, 20, 30]), "keyword": arm("keyword", [30, 10])})
+    fused = fusion.rrf(
+        {"semantic": arm("semantic", [10, 20, 30]), "keyword": arm("keyword", [30, 10])}
+    )
     by_id = {c.fact_id: c for c in fused}
     # 10: 1/61 + 1/62 ; 30: 1/63 + 1/61 ; 20: 1/62
     assert by_id[10].rrf == pytest.approx(1 / 61 + 1 / 62)
@@ -55,8 +68,12 @@ def test_synthetic_scores_follow_rrf_order_from_1_to_0_1():
 
 @pytest.mark.parametrize(
     "raw,expected",
-    [(0.25, 0.25), (2.0, 1 / (1 + math.exp(-2.0))), (-3.0, 1 / (1 + math.exp(3.0))),
-     (float("nan"), 0.0)],
+    [
+        (0.25, 0.25),
+        (2.0, 1 / (1 + math.exp(-2.0))),
+        (-3.0, 1 / (1 + math.exp(3.0))),
+        (float("nan"), 0.0),
+    ],
 )
 def test_reranker_outputs_become_probabilities(raw, expected):
     assert rerank.normalise_score(raw) == pytest.approx(expected)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memcli.retain import RetainItem
+from memcli.retain import Retainer, RetainItem
+from memcli.settings import RetainSettings
 
 
 def count(store, sql, *args):
@@ -28,8 +29,12 @@ def test_a_note_becomes_a_fact_with_everything_indexed(store, remember):
     assert count(store, "SELECT count(*) FROM fact_vec") == 1
     assert count(store, "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH 'support'") == 1
     assert count(store, "SELECT count(*) FROM chunks") == 1
-    names = [r[0] for r in store.conn.execute(
-        "SELECT e.name FROM entities e JOIN fact_entities fe ON fe.entity_id = e.id")]
+    names = [
+        r[0]
+        for r in store.conn.execute(
+            "SELECT e.name FROM entities e JOIN fact_entities fe ON fe.entity_id = e.id"
+        )
+    ]
     assert "Caroline" in names
     assert count(store, "SELECT count(*) FROM fact_tags WHERE tag = 'dialog'") == 1
 
@@ -51,42 +56,57 @@ def test_same_document_again_replaces_it(store, remember):
 
 
 def test_long_text_splits_into_facts_that_share_a_chunk(store, remember):
-    text = " ".join(f"Sentence number {i} talks about topic {i} in some detail here." for i in range(12))
+    text = " ".join(
+        f"Sentence number {i} talks about topic {i} in some detail here." for i in range(12)
+    )
     summary = remember(text)
     assert summary.facts > 1
     assert count(store, "SELECT count(DISTINCT chunk_id) FROM facts") == 1
 
 
-def test_links_semantic_temporal_and_causal(store, remember):
+def test_links_semantic_temporal_and_causal(store, embedder):
     t = datetime(2026, 3, 1, 9)
-    remember([
-        RetainItem("The river flooded the lower town. Because of this, the school closed for a week.",
-                   timestamp=t),
-        RetainItem("The lower town was flooded by the river.", timestamp=t.replace(hour=12)),
-    ])
+    retainer = Retainer(store, "default", embedder, settings=RetainSettings(fact_max_words=8))
+    retainer.retain(
+        [
+            RetainItem(
+                "The river flooded the lower town. Because of this, the school closed for a week.",
+                timestamp=t,
+            ),
+            RetainItem(
+                "The river flooded the lower town.", timestamp=t.replace(hour=12), context="news"
+            ),
+        ]
+    )
     kinds = {r[0] for r in store.conn.execute("SELECT kind FROM links")}
     assert kinds == {"semantic", "temporal", "causal"}
-    weight = store.conn.execute("SELECT max(weight) FROM links WHERE kind = 'temporal'").fetchone()[0]
+    weight = store.conn.execute("SELECT max(weight) FROM links WHERE kind = 'temporal'").fetchone()[
+        0
+    ]
     assert weight == 1.0  # same time: 1 - 0 / 24
     low = store.conn.execute("SELECT min(weight) FROM links WHERE kind = 'semantic'").fetchone()[0]
     assert low >= 0.7
 
 
 def test_temporal_links_stop_at_the_gap_cutoff(store, remember):
-    remember([
-        RetainItem("Planted tomatoes.", timestamp=datetime(2026, 4, 1)),
-        RetainItem("Harvested potatoes.", timestamp=datetime(2026, 9, 1)),
-    ])
+    remember(
+        [
+            RetainItem("Planted tomatoes.", timestamp=datetime(2026, 4, 1)),
+            RetainItem("Harvested potatoes.", timestamp=datetime(2026, 9, 1)),
+        ]
+    )
     assert count(store, "SELECT count(*) FROM links WHERE kind = 'temporal'") == 0
 
 
 def test_entities_resolve_fuzzily_but_never_wrongly(store, remember):
-    remember([
-        RetainItem("Tigran sent the report."),
-        RetainItem("Iran is mentioned in the news."),
-        RetainItem("Meet me in Room 101."),
-        RetainItem("The projector is in Room 102."),
-    ])
+    remember(
+        [
+            RetainItem("Tigran sent the report."),
+            RetainItem("Iran is mentioned in the news."),
+            RetainItem("Meet me in Room 101."),
+            RetainItem("The projector is in Room 102."),
+        ]
+    )
     names = {r[0] for r in store.conn.execute("SELECT name FROM entities")}
     assert {"Tigran", "Iran", "Room 101", "Room 102"} <= names
 

@@ -34,8 +34,12 @@ def fit(
     return kept, used
 
 
-def fit_texts(texts: list[str], max_tokens: int, count: Callable[[str], int],
-              truncate: Callable[[str, int], str]) -> list[str]:
+def fit_texts(
+    texts: list[str],
+    max_tokens: int,
+    count: Callable[[str], int],
+    truncate: Callable[[str, int], str],
+) -> list[str]:
     """Whole texts while they fit, then the next one truncated to the space left."""
     out: list[str] = []
     used = 0

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from memcli.recall.types import ARMS, ArmResult, Candidate
 
 
-def rrf(arms: Mapping[str, ArmResult], k: int = 60, weights: Mapping[str, float] | None = None
-        ) -> list[Candidate]:
+def rrf(
+    arms: Mapping[str, ArmResult], k: int = 60, weights: Mapping[str, float] | None = None
+) -> list[Candidate]:
     """Fuse ranked arm lists into one list of candidates, best first (ties: lower fact id)."""
     weights = weights or {}
     fused: dict[int, Candidate] = {}

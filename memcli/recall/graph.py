@@ -41,7 +41,8 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     for kind, bucket in (("semantic", semantic_w), ("causal", causal_w)):
         for other, weight in conn.execute(
             f"SELECT to_fact, weight FROM links WHERE kind = ? AND from_fact IN ({marks}) "
-            f"UNION ALL SELECT from_fact, weight FROM links WHERE kind = ? AND to_fact IN ({marks})",
+            "UNION ALL SELECT from_fact, weight FROM links "
+            f"WHERE kind = ? AND to_fact IN ({marks})",
             (kind, *seeds, kind, *seeds),
         ):
             bucket[other] = max(bucket[other], weight)
@@ -57,4 +58,3 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     ranked = sorted((f for f in scores if f in allowed), key=lambda f: (-scores[f], -f))
     result.hits = [ArmHit(f, scores[f]) for f in ranked[: ctx.limit]]
     return result
-

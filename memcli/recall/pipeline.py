@@ -13,11 +13,11 @@ from datetime import datetime
 from typing import Any
 
 from memcli import tokens
+from memcli.blocks import memory_block
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, rerank, scoring, semantic, temporal
 from memcli.recall.filters import FactFilter
 from memcli.recall.types import ARMS, ArmContext, ArmResult, RecallOptions, RecallResult
-from memcli.render import memory_block
 from memcli.settings import BUDGETS, RERANK_CAPS, RecallSettings
 from memcli.store import Store, StoreError
 from memcli.timeparse import parse_query_window
@@ -91,7 +91,9 @@ def recall(
             keyword_future = pool.submit(_keyword_on_own_connection, store, ctx, timed)
         if needs_vector:
             t0 = time.perf_counter()
-            model = embedder() if callable(embedder) and not hasattr(embedder, "embed") else embedder
+            model = (
+                embedder() if callable(embedder) and not hasattr(embedder, "embed") else embedder
+            )
             ctx.query_vec = model.embed([query])[0]
             timings["embed"] = time.perf_counter() - t0
         sem = timed("semantic", semantic.run, ctx)
@@ -153,8 +155,11 @@ def recall(
         arms=arms,
         timings=timings,
         chunks=chunks,
-        notes={"rerank_cap": RERANK_CAPS[options.budget], "candidates_per_arm": limit,
-               "settings": settings.to_json()},
+        notes={
+            "rerank_cap": RERANK_CAPS[options.budget],
+            "candidates_per_arm": limit,
+            "settings": settings.to_json(),
+        },
     )
 
 
@@ -169,8 +174,17 @@ def _on_own_connection(store: Store, ctx: ArmContext, timed, fn) -> ArmResult:
     except StoreError:
         return timed(fn.__module__.rsplit(".", 1)[-1], fn, ctx)
     try:
-        own = ArmContext(reader, ctx.bank_id, ctx.query, ctx.query_vec, ctx.window, ctx.limit,
-                         ctx.filters, ctx.settings, ctx.now)
+        own = ArmContext(
+            reader,
+            ctx.bank_id,
+            ctx.query,
+            ctx.query_vec,
+            ctx.window,
+            ctx.limit,
+            ctx.filters,
+            ctx.settings,
+            ctx.now,
+        )
         return timed(fn.__module__.rsplit(".", 1)[-1], fn, own)
     finally:
         reader.close()
@@ -189,5 +203,6 @@ def _chunks(store: Store, results, options: RecallOptions) -> list[dict]:
         tokens.truncate_to_tokens,
     )
     ids = [i for i in order if i in texts]
-    return [{"chunk_id": i, "text": t, "tokens": tokens.count_tokens(t)}
-            for i, t in zip(ids, fitted)]
+    return [
+        {"chunk_id": i, "text": t, "tokens": tokens.count_tokens(t)} for i, t in zip(ids, fitted)
+    ]

@@ -61,8 +61,9 @@ def apply(
         fact = c.fact
         assert fact is not None
         if enabled:
-            c.recency = boost(recency_signal(fact, now, settings.recency_horizon_days),
-                              settings.recency_alpha)
+            c.recency = boost(
+                recency_signal(fact, now, settings.recency_horizon_days), settings.recency_alpha
+            )
             c.temporal = boost(temporal_signal(fact, window), settings.temporal_alpha)
             c.proof = boost(proof_signal(fact), settings.proof_alpha)
         else:

@@ -29,7 +29,8 @@ def proximity(start: datetime, end: datetime, window: TimeSpan) -> float:
         distance = abs((mid - centre).total_seconds())
         return max(0.5, 1.0 - 0.5 * min(distance / half, 1.0))
     overshoot = (
-        (window.start - end).total_seconds() if end < window.start
+        (window.start - end).total_seconds()
+        if end < window.start
         else (start - window.end).total_seconds()
     )
     return max(0.0, 0.5 * (1.0 - overshoot / half))
@@ -61,8 +62,12 @@ def run(ctx: ArmContext) -> ArmResult:
     score = {f: 0.5 * proximity(*times[f], window) + 0.5 * cosine[f] for f in pool}
 
     entries = _entry_points(pool, times, score, window, s.temporal_entry_points, s.temporal_buckets)
-    result.notes = {"window": window.to_json(), "in_window": len(times), "pool": len(pool),
-                    "entry_points": entries}
+    result.notes = {
+        "window": window.to_json(),
+        "in_window": len(times),
+        "pool": len(pool),
+        "entry_points": entries,
+    }
     _spread(ctx, entries, score, window)
     allowed = ctx.filters.allowed(ctx.store, list(score))
     ranked = sorted((f for f in score if f in allowed), key=lambda f: (-score[f], f))
