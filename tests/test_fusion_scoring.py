@@ -7,6 +7,7 @@ from datetime import datetime
 
 import pytest
 
+from memcli.models.reranker import to_probabilities
 from memcli.recall import fusion, rerank, scoring
 from memcli.recall.types import ArmHit, ArmResult, Candidate
 from memcli.settings import RecallSettings
@@ -66,17 +67,14 @@ def test_synthetic_scores_follow_rrf_order_from_1_to_0_1():
     assert rerank.synthetic_score(1, 1) == 1.0
 
 
-@pytest.mark.parametrize(
-    "raw,expected",
-    [
-        (0.25, 0.25),
-        (2.0, 1 / (1 + math.exp(-2.0))),
-        (-3.0, 1 / (1 + math.exp(3.0))),
-        (float("nan"), 0.0),
-    ],
-)
-def test_reranker_outputs_become_probabilities(raw, expected):
-    assert rerank.normalise_score(raw) == pytest.approx(expected)
+def test_reranker_outputs_become_probabilities_per_batch():
+    # logits: all go through the sigmoid, so order is kept (0.9 < 1.1 stays so)
+    logits = to_probabilities([0.9, 1.1, -3.0, float("nan")])
+    assert logits == pytest.approx(
+        [1 / (1 + math.exp(-0.9)), 1 / (1 + math.exp(-1.1)), 1 / (1 + math.exp(3.0)), 0.0]
+    )
+    # a model that already outputs probabilities is left alone
+    assert to_probabilities([0.25, 0.75]) == [0.25, 0.75]
 
 
 def test_recency_boost_by_hand():

