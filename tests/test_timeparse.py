@@ -1,0 +1,367 @@
+"""How `mem` reads time: user timestamps, the period a fact is about, a query's time window.
+
+Every expected span below is worked out by hand. Spans are half-open: a day is
+``[00:00, next day 00:00)``, weeks start on Monday, and all datetimes are naive UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memcli.timeparse import (
+    OPEN_START,
+    TimeSpan,
+    extract_fact_time,
+    parse_query_window,
+    parse_when,
+    to_utc_naive,
+)
+
+# Facts are said at LoCoMo's "1:56 pm on 8 May, 2023", a Monday.
+# This week: Mon 8 May .. Sun 14 May. Last week: Mon 1 May .. Sun 7 May.
+SAID = datetime(2023, 5, 8, 13, 56)
+# Queries are asked on Thursday 10 August 2023, noon. This week: Mon 7 Aug .. Sun 13 Aug.
+NOW = datetime(2023, 8, 10, 12, 0)
+
+
+def span(start: str, end: str) -> TimeSpan:
+    return TimeSpan(datetime.fromisoformat(start), datetime.fromisoformat(end))
+
+
+# --------------------------------------------------------------------------------------------
+# TimeSpan
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_day_is_half_open_from_midnight_to_midnight():
+    day = span("2023-05-07", "2023-05-08")
+    assert day.days == 1.0
+    assert day.center == datetime(2023, 5, 7, 12)
+    assert day.contains(datetime(2023, 5, 7))
+    assert day.contains(datetime(2023, 5, 7, 23, 59))
+    assert not day.contains(datetime(2023, 5, 8))  # the end belongs to the next day
+
+
+def test_timespan_json_round_trip():
+    week = span("2023-05-01", "2023-05-08")
+    assert week.to_json() == {"start": "2023-05-01T00:00:00", "end": "2023-05-08T00:00:00"}
+    assert TimeSpan.from_json(week.to_json()) == week
+    assert week.days == 7.0
+
+
+def test_adjacent_spans_do_not_overlap():
+    assert not span("2023-05-01", "2023-05-08").overlaps(span("2023-05-08", "2023-05-15"))
+    assert span("2023-05-01", "2023-05-09").overlaps(span("2023-05-08", "2023-05-15"))
+
+
+def test_a_span_cannot_end_before_it_starts():
+    with pytest.raises(ValueError):
+        span("2023-05-08", "2023-05-07")
+
+
+def test_aware_datetimes_become_naive_utc():
+    aware = datetime(2023, 5, 8, 15, 56, tzinfo=timezone(timedelta(hours=2)))
+    assert to_utc_naive(aware) == datetime(2023, 5, 8, 13, 56)
+    assert to_utc_naive(datetime(2023, 5, 8)) == datetime(2023, 5, 8)
+
+
+# --------------------------------------------------------------------------------------------
+# parse_when: one instant from --at / --now / a JSONL timestamp
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # ISO 8601, offsets converted to UTC
+        ("2023-05-07", datetime(2023, 5, 7)),
+        ("2023-05-07T16:07", datetime(2023, 5, 7, 16, 7)),
+        ("2023-05-07 16:07:30", datetime(2023, 5, 7, 16, 7, 30)),
+        ("2023-05-07T16:07:00Z", datetime(2023, 5, 7, 16, 7)),
+        ("2023-05-07T16:07:00+02:00", datetime(2023, 5, 7, 14, 7)),
+        ("2023-05-07T16:07:00-0530", datetime(2023, 5, 7, 21, 37)),
+        ("2023-05-07T16:07:00.250Z", datetime(2023, 5, 7, 16, 7, 0, 250000)),
+        ("  2023-05-07  ", datetime(2023, 5, 7)),
+        # epoch seconds (and milliseconds when the number is that large)
+        ("1683475620", datetime(2023, 5, 7, 16, 7)),
+        ("1683475620.5", datetime(2023, 5, 7, 16, 7, 0, 500000)),
+        ("1683475620123", datetime(2023, 5, 7, 16, 7, 0, 123000)),
+        ("0", datetime(1970, 1, 1)),
+        # a bare year
+        ("2023", datetime(2023, 1, 1)),
+        # LoCoMo session times
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56)),
+        ("10:37 am on 27 June, 2023", datetime(2023, 6, 27, 10, 37)),
+        ("12:05 am on 1 January, 2024", datetime(2024, 1, 1, 0, 5)),
+        ("12:30 pm on 3 July, 2023", datetime(2023, 7, 3, 12, 30)),
+        # LongMemEval session times
+        ("2023/05/28 (Sun) 16:07", datetime(2023, 5, 28, 16, 7)),
+        ("2023/05/28 (Sun)", datetime(2023, 5, 28)),
+        ("2023/5/2 09:05", datetime(2023, 5, 2, 9, 5)),
+    ],
+)
+def test_parse_when_fixed_formats(text, expected):
+    assert parse_when(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # relative to now = Wednesday 10 May 2023, noon; the time of day is kept unless named
+        ("yesterday", datetime(2023, 5, 9, 12)),
+        ("3 days ago", datetime(2023, 5, 7, 12)),
+        ("last friday 5pm", datetime(2023, 5, 5, 17)),
+        ("now", datetime(2023, 5, 10, 12)),
+    ],
+)
+def test_parse_when_natural_language_is_relative_to_now(text, expected):
+    assert parse_when(text, now=datetime(2023, 5, 10, 12)) == expected
+
+
+def test_parse_when_accepts_an_aware_now():
+    now = datetime(2023, 5, 10, 14, tzinfo=timezone(timedelta(hours=2)))  # 12:00 UTC
+    assert parse_when("yesterday", now=now) == datetime(2023, 5, 9, 12)
+
+
+@pytest.mark.parametrize("text", ["xyz", "", "   ", "we", "sun", "2023-13-45", "hello world"])
+def test_parse_when_refuses_junk(text):
+    with pytest.raises(ValueError, match="as a date/time"):
+        parse_when(text, now=NOW)
+
+
+# --------------------------------------------------------------------------------------------
+# extract_fact_time: the period a fact talks about, resolved against when it was said
+# --------------------------------------------------------------------------------------------
+
+FACT_CASES = [
+    # days and parts of days
+    ("I went to a support group yesterday.", "2023-05-07", "2023-05-08"),
+    ("Today I finally finished the painting.", "2023-05-08", "2023-05-09"),
+    ("We had a party last night.", "2023-05-07T18:00", "2023-05-08"),
+    ("Tonight we celebrate.", "2023-05-08T18:00", "2023-05-09"),
+    ("I saw her this morning.", "2023-05-08T05:00", "2023-05-08T12:00"),
+    ("We talked yesterday afternoon.", "2023-05-07T12:00", "2023-05-07T18:00"),
+    ("She arrived the day before yesterday.", "2023-05-06", "2023-05-07"),
+    ("I fly out tomorrow.", "2023-05-09", "2023-05-10"),
+    # calendar weeks, weekends, months, years
+    ("We went camping last week.", "2023-05-01", "2023-05-08"),
+    ("I am busy this week.", "2023-05-08", "2023-05-15"),
+    ("The move is next week.", "2023-05-15", "2023-05-22"),
+    ("We hiked last weekend.", "2023-05-06", "2023-05-08"),
+    ("This weekend we rest.", "2023-05-13", "2023-05-15"),
+    ("I changed jobs last month.", "2023-04-01", "2023-05-01"),
+    ("This month has been hectic.", "2023-05-01", "2023-06-01"),
+    ("I painted that lake sunrise last year!", "2022-01-01", "2023-01-01"),
+    ("Next year I turn forty.", "2024-01-01", "2025-01-01"),
+    # N units ago: a day is that day; a week is the 7 days centred on it; a month is +-15 days
+    ("I adopted a cat 3 days ago.", "2023-05-05", "2023-05-06"),
+    ("We met two days ago.", "2023-05-06", "2023-05-07"),
+    ("I started 2 weeks ago.", "2023-04-21", "2023-04-28"),  # centre Mon 24 Apr
+    ("We moved a month ago.", "2023-03-24", "2023-04-24"),  # centre 8 Apr
+    ("two weekends ago we went fishing", "2023-04-29", "2023-05-01"),
+    # vague counts: a few = 2..4 units back, a couple = 2..3
+    ("I called her a few days ago.", "2023-05-04", "2023-05-07"),
+    ("a couple of days ago", "2023-05-05", "2023-05-07"),
+    ("the week before", "2023-05-01", "2023-05-08"),
+    ("The week before last we moved.", "2023-04-24", "2023-05-01"),
+    # rolling windows run through the day it was said (or start the day after, looking ahead)
+    ("in the past 3 days", "2023-05-05", "2023-05-09"),
+    ("We'll meet in the coming weeks.", "2023-05-09", "2023-06-06"),  # a few = up to 4 weeks
+    ("Any plans for the weekend?", "2023-05-13", "2023-05-15"),
+    # weekdays: last = latest before today; a bare one is in the past unless the fact is future
+    ("I went to the beach last Saturday.", "2023-05-06", "2023-05-07"),
+    ("I saw it on Friday.", "2023-05-05", "2023-05-06"),
+    ("last Monday", "2023-05-01", "2023-05-02"),
+    ("I will go on Friday.", "2023-05-12", "2023-05-13"),
+    ("this Friday", "2023-05-12", "2023-05-13"),
+    ("On Sunday morning we ran.", "2023-05-07T05:00", "2023-05-07T12:00"),
+    # years need a date word before them
+    ("We moved to Berlin in 2015.", "2015-01-01", "2016-01-01"),
+    ("Back in 2012 I lived in Berlin.", "2012-01-01", "2013-01-01"),
+    ("I was born in 1985.", "1985-01-01", "1986-01-01"),
+    ("early 2023", "2023-01-01", "2023-05-01"),
+    ("By mid-2023 it was done.", "2023-05-01", "2023-09-01"),
+    ("late 2022", "2022-09-01", "2023-01-01"),
+    ("the 1990s", "1990-01-01", "2000-01-01"),
+    ("music from the '80s", "1980-01-01", "1990-01-01"),
+    # months and dates
+    ("I started volunteering in May 2023.", "2023-05-01", "2023-06-01"),
+    ("in May", "2023-05-01", "2023-06-01"),  # the current month
+    ("We went to Rome in June.", "2022-06-01", "2022-07-01"),  # latest June not after May 8
+    ("I will travel in June.", "2023-06-01", "2023-07-01"),  # a future sentence: next June
+    ("We met last May.", "2022-05-01", "2022-06-01"),
+    ("in early May 2023", "2023-05-01", "2023-05-11"),
+    ("at the end of March 2022", "2022-03-21", "2022-04-01"),
+    ("On May 7, 2023 we ran.", "2023-05-07", "2023-05-08"),
+    ("7 May 2023", "2023-05-07", "2023-05-08"),
+    ("May 7th, 2023", "2023-05-07", "2023-05-08"),
+    ("on the 7th of May, 2023", "2023-05-07", "2023-05-08"),
+    ("Sunday, May 7, 2023", "2023-05-07", "2023-05-08"),
+    ("He was born on the 4th of July, 1990.", "1990-07-04", "1990-07-05"),
+    ("2023-05-07", "2023-05-07", "2023-05-08"),
+    ("logged at 2023-05-07T10:00:00Z", "2023-05-07", "2023-05-08"),
+    ("2023/05/07", "2023-05-07", "2023-05-08"),
+    ("It was 5/7/2023.", "2023-05-07", "2023-05-08"),  # month/day, as in the US
+    ("It was 25/12/2022.", "2022-12-25", "2022-12-26"),  # day/month when it must be
+    ("my birthday was on March 3", "2023-03-03", "2023-03-04"),
+    ("on May 20", "2022-05-20", "2022-05-21"),  # May 20 2023 is still to come
+    ("we met in Jan", "2023-01-01", "2023-02-01"),
+    # seasons (northern meteorological); "last" = the latest one already over
+    ("I went skiing last winter.", "2022-12-01", "2023-03-01"),
+    ("last spring", "2022-03-01", "2022-06-01"),  # spring 2023 is not over on May 8
+    ("last summer", "2022-06-01", "2022-09-01"),
+    ("I fell last fall.", "2022-09-01", "2022-12-01"),
+    ("this summer", "2023-06-01", "2023-09-01"),
+    ("next spring", "2024-03-01", "2024-06-01"),
+    ("in the summer of 2019", "2019-06-01", "2019-09-01"),
+    ("I moved in summer 2021.", "2021-06-01", "2021-09-01"),
+    ("the winter of 2019", "2019-12-01", "2020-03-01"),
+    # ranges and open starts
+    ("between 2019 and 2021", "2019-01-01", "2022-01-01"),
+    ("from March to May 2023", "2023-03-01", "2023-06-01"),
+    ("from March 2020 to May 2021", "2020-03-01", "2021-06-01"),
+    ("I have lived here since 2015.", "2015-01-01", "2023-05-08T13:56"),
+    ("volunteering since last May", "2022-05-01", "2023-05-08T13:56"),
+    # relative to a named day
+    ("She ran a charity race the sunday before 25 May 2023.", "2023-05-21", "2023-05-22"),
+    ("the day after 7 May 2023", "2023-05-08", "2023-05-09"),
+]
+
+
+@pytest.mark.parametrize(("text", "start", "end"), FACT_CASES)
+def test_extract_fact_time(text, start, end):
+    assert extract_fact_time(text, SAID) == span(start, end)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # numbers that are not years
+        "The server listens on port 9077.",
+        "I have 2015 stamps in my collection.",
+        "She lives in room 2019.",
+        "We scored 2100 points.",
+        "The new version is 2023.1.",
+        "I visited 3 countries in 2 weeks.",
+        # words that are not dates without a date context
+        "We may go hiking.",
+        "I may be late.",
+        "The sun was out.",
+        "May I ask you something?",
+        "June said hi.",
+        "Let's march on.",
+        "We joined the March for Science.",
+        "I fall asleep quickly.",
+        "The spring in my watch broke.",
+        "We sat down with Sun Li.",
+        # habits and story-relative phrases are not a date
+        "I go there every Saturday.",
+        "On Saturdays I swim.",
+        "The week before the wedding was chaos.",
+        "The next day we went home.",
+        "What time do I wake up on Saturday mornings?",
+        "What was the rotation on a Sunday?",
+        "I sold cakes at the Spring Fling Market.",
+        "I'm feeling inspired by autumn.",
+        "It was my last day at work.",
+        # nothing at all
+        "When did Caroline go to the support group?",
+        "Hi Mel, how are you?",
+        "",
+    ],
+)
+def test_extract_fact_time_does_not_invent_dates(text):
+    assert extract_fact_time(text, SAID) is None
+
+
+def test_the_first_confident_expression_wins():
+    text = "Yesterday I told her about our trip in 2015."
+    assert extract_fact_time(text, SAID) == span("2023-05-07", "2023-05-08")
+
+
+def test_a_vague_expression_is_used_only_when_nothing_better_is_found():
+    # "before 2020" is not about 2020; a later exact date wins ...
+    assert extract_fact_time("Before 2020 I lived in Oslo; I left on 2023-05-07.", SAID) == span(
+        "2023-05-07", "2023-05-08"
+    )
+    # ... and alone it still anchors the fact to the year it names.
+    assert extract_fact_time("I lived in Oslo before 2020.", SAID) == span(
+        "2020-01-01", "2021-01-01"
+    )
+
+
+def test_an_aware_mentioned_at_is_read_as_utc():
+    said = datetime(2023, 5, 8, 1, 0, tzinfo=timezone(timedelta(hours=5)))  # 7 May 20:00 UTC
+    assert extract_fact_time("yesterday", said) == span("2023-05-06", "2023-05-07")
+
+
+# --------------------------------------------------------------------------------------------
+# parse_query_window: the window a search query asks about
+# --------------------------------------------------------------------------------------------
+
+QUERY_CASES = [
+    ("What did I do last week?", "2023-07-31", "2023-08-07"),
+    ("what happened this week", "2023-08-07", "2023-08-14"),
+    ("What did I do yesterday?", "2023-08-09", "2023-08-10"),
+    ("What did I do in June 2023?", "2023-06-01", "2023-07-01"),
+    # a month without a year is the latest such month not after now
+    ("When did Caroline go to the LGBTQ support group in May?", "2023-05-01", "2023-06-01"),
+    ("what did we do in december", "2022-12-01", "2023-01-01"),
+    ("What did Melanie paint last year?", "2022-01-01", "2023-01-01"),
+    ("What did I do 2 weeks ago?", "2023-07-24", "2023-07-31"),  # the week around 27 July
+    ("trips in 2022", "2022-01-01", "2023-01-01"),
+    ("What did Melanie paint last summer?", "2022-06-01", "2022-09-01"),
+    ("between March and May 2023", "2023-03-01", "2023-06-01"),
+    ("What will I do next month?", "2023-09-01", "2023-10-01"),
+    # open windows
+    ("What have I read since January?", "2023-01-01", "2023-08-10T12:00"),
+    ("What changed since 2020?", "2020-01-01", "2023-08-10T12:00"),
+    ("Where did I live before 2020?", "1900-01-01", "2020-01-01"),
+    ("What happened after 2020?", "2021-01-01", "2023-08-10T12:00"),
+    ("until March 2023", "1900-01-01", "2023-04-01"),
+    # an explicit date beats a relative phrase in a question (LoCoMo asks like this)
+    ("What did Joanna finish last Friday on 23 January, 2022?", "2022-01-23", "2022-01-24"),
+    ("What cake did Nate make recently in May 2022?", "2022-05-01", "2022-06-01"),
+]
+
+
+@pytest.mark.parametrize(("query", "start", "end"), QUERY_CASES)
+def test_parse_query_window(query, start, end):
+    assert parse_query_window(query, NOW) == span(start, end)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "When did Caroline go to Paris?",
+        "What is my favourite colour?",
+        "How many days ago did I buy a laptop?",
+        "Who did I meet at the conference?",
+        "What may I have forgotten?",
+        "What have I been up to recently?",  # too vague to filter by
+        "",
+    ],
+)
+def test_queries_without_a_time_have_no_window(query):
+    assert parse_query_window(query, NOW) is None
+
+
+def test_open_windows_start_at_open_start():
+    assert parse_query_window("before 2020", NOW).start == OPEN_START
+
+
+# --------------------------------------------------------------------------------------------
+# speed: dating runs on every retained fact
+# --------------------------------------------------------------------------------------------
+
+
+def test_plain_facts_are_dated_fast():
+    import time
+
+    plain = "I went to the shelter with my family and we had a really great time together."
+    t0 = time.perf_counter()
+    for _ in range(2000):
+        extract_fact_time(plain, SAID)
+    assert time.perf_counter() - t0 < 0.5  # about 10 us each on a laptop
