@@ -386,10 +386,11 @@ class Retainer:
         marks = ",".join("?" * len(keys))
         conn = self.store.conn
         rows = conn.execute(
-            "SELECT DISTINCT e.id, e.name, e.aliases, e.last_seen FROM entity_keys k "
+            "SELECT e.id, e.name, e.aliases, e.last_seen FROM entity_keys k "
             f"JOIN entities e ON e.id = k.entity_id WHERE k.key IN ({marks}) AND e.bank_id = ? "
-            "LIMIT 50",
-            (*keys, bank_id),
+            # Rows that match the whole name first, so a common token cannot push them out.
+            "GROUP BY e.id ORDER BY max(k.key = ?) DESC, e.mention_count DESC LIMIT 50",
+            (*keys, bank_id, keys[0]),
         ).fetchall()
         if not rows:
             return None
