@@ -165,14 +165,19 @@ class Retainer:
     def retain_batch(self, items: list[RetainItem]) -> None:
         pending = [p for item in items for p in self._prepare(item)]
         self._embed(pending)
-        self._entity_cache.clear()
-        with self.store.write():
-            bank_id = self.store.ensure_bank(self.bank, self.now)
-            if pending:
-                self.store.ensure_vector_table(self.embedder.name, self.embedder.dim)
-            if self._vectors is None:
-                self._vectors = _VectorIndex(*self.store.bank_vectors(bank_id))
-            counts = self._insert(bank_id, items, pending)
+        try:
+            with self.store.write():
+                bank_id = self.store.ensure_bank(self.bank, self.now)
+                if pending:
+                    self.store.ensure_vector_table(self.embedder.name, self.embedder.dim)
+                if self._vectors is None:
+                    self._vectors = _VectorIndex(*self.store.bank_vectors(bank_id))
+                counts = self._insert(bank_id, items, pending)
+        except BaseException:
+            # Entities and vectors of a rolled-back batch do not exist: forget them.
+            self._entity_cache.clear()
+            self._vectors = None
+            raise
         # Only now that the transaction committed do the counts become true.
         self.summary.items += len(items)
         self.summary.batches += 1
@@ -394,14 +399,22 @@ class Retainer:
         ).fetchall()
         if not rows:
             return None
+        # The common case, a name seen before, needs no scoring.
+        lowered = name.lower()
+        exact = [
+            r[0] for r in rows if lowered in {n.lower() for n in (r[1], *json.loads(r[2]))}
+        ]
+        if len(exact) == 1:
+            return exact[0]
         candidates = []
         for eid, ename, aliases, last_seen in rows:
+            # Co-occurrence over the entity's latest facts only: bounded for hub entities.
             co = {
                 r[0]
                 for r in conn.execute(
-                    "SELECT DISTINCT b.entity_id FROM fact_entities a JOIN fact_entities b "
-                    "ON a.fact_id = b.fact_id WHERE a.entity_id = ? AND b.entity_id != ? "
-                    "LIMIT 200",
+                    "SELECT DISTINCT b.entity_id FROM (SELECT fact_id FROM fact_entities "
+                    "WHERE entity_id = ? ORDER BY fact_id DESC LIMIT 200) a "
+                    "JOIN fact_entities b ON a.fact_id = b.fact_id WHERE b.entity_id != ?",
                     (eid, eid),
                 )
             }
