@@ -16,6 +16,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from memcli import __version__
+from memcli.bench.command import bench as bench_command
 from memcli.paths import resolve_db_path
 
 app = typer.Typer(
@@ -407,6 +408,12 @@ def stats(
             f"  {r['bank']}: {r['facts']} facts, {r['entities']} entities, {r['links']} links, "
             f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
         )
+
+
+# --------------------------------------------------------------------------------------------
+# bench (its options live beside the runner; the module imports only typer at start-up)
+
+app.command("bench")(bench_command)
 
 
 def main() -> None:

@@ -85,6 +85,7 @@ class _PendingFact:
     entity_names: list[str]
     content_hash: str
     embedding: np.ndarray | None = None
+    lead_in: str | None = None
 
 
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|we|we're|our|us)\b", re.I)
@@ -101,9 +102,16 @@ def content_hash(text: str, context: str | None, fact_type: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def embed_text(text: str, context: str | None, span: TimeSpan | None, names: list[str]) -> str:
-    """What the embedder sees: who said it, the text, when it happened, and entity names the
-    text itself does not spell out. The stored text stays plain."""
+def embed_text(
+    text: str,
+    context: str | None,
+    span: TimeSpan | None,
+    names: list[str],
+    lead_in: str | None = None,
+) -> str:
+    """What the embedder sees: who said it, the text, when it happened, entity names the text
+    itself does not spell out, and what was said just before (a reply like "Yes, last
+    Tuesday!" means little alone). The stored text stays plain."""
     head = f"{context}: " if context else ""
     tail = ""
     if span is not None:
@@ -112,6 +120,8 @@ def embed_text(text: str, context: str | None, span: TimeSpan | None, names: lis
     extra = [n for n in names if n.lower() not in lowered]
     if extra:
         tail += " [" + ", ".join(extra) + "]"
+    if lead_in:
+        tail += f" (in reply to: {lead_in})"
     return head + text + tail
 
 
@@ -141,6 +151,7 @@ class Retainer:
         # The last fact stored by this retain call: a next item that opens with "Because ..."
         # or "So ..." (a dialog reply) is causally linked to it.
         self._last_fact_id: int | None = None
+        self._before: RetainItem | None = None  # the item before the current one (lead-ins)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -214,10 +225,38 @@ class Retainer:
             )
         return out
 
+    def _lead_ins(self, pending: list[_PendingFact]) -> list[str | None]:
+        """For each fact, the item said just before its item in this retain call, when the two
+        are close in time (one conversation), cut to a few words."""
+        s = self.settings
+        out: list[str | None] = []
+        current: RetainItem | None = None
+        for p in pending:
+            if p.item is not current:
+                self._before, current = current or self._before, p.item
+            prev = self._before
+            lead = None
+            if s.lead_in_words and prev is not None and prev.document_id == p.item.document_id:
+                a, b = prev.timestamp, p.item.timestamp
+                if a is None and b is None or (
+                    a is not None and b is not None
+                    and abs((b - a).total_seconds()) <= s.lead_in_max_gap_hours * 3600
+                ):
+                    words = prev.text.split()[: s.lead_in_words]
+                    lead = (f"{prev.context}: " if prev.context else "") + " ".join(words)
+            out.append(lead)
+        if current is not None:
+            self._before = current
+        return out
+
     def _embed(self, pending: list[_PendingFact]) -> None:
         if not pending:
             return
-        texts = [embed_text(p.text, p.item.context, p.span, p.entity_names) for p in pending]
+        for p, lead in zip(pending, self._lead_ins(pending)):
+            p.lead_in = lead
+        texts = [
+            embed_text(p.text, p.item.context, p.span, p.entity_names, p.lead_in) for p in pending
+        ]
         vectors = self.embedder.embed(texts)
         for p, v in zip(pending, vectors):
             p.embedding = v
@@ -284,6 +323,7 @@ class Retainer:
                 entity_names=p.entity_names,
                 embedding=p.embedding,
                 now=self.now,
+                lead_in=p.lead_in,
             )
             ids_by_item_fact[(key, position)] = fact_id
             counts["entities"] += self._link_entities(bank_id, fact_id, p.entity_names, mentioned)

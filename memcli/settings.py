@@ -41,8 +41,14 @@ class RecallSettings:
     recency_horizon_days: float = 365.0
     temporal_alpha: float = 0.2
     proof_alpha: float = 0.1
-    synthetic_top: float = 1.0
-    synthetic_span: float = 0.9
+    # Base score without a reranker: "fused" (share of the best fusion score) or "linear"
+    # (the reference's 1 - 0.9 x rank / (n - 1)); see recall/rerank.py.
+    synthetic: str = "fused"
+    # Candidate order: "scores" (weighted min-max score fusion) or "rrf"; see recall/fusion.py.
+    fusion: str = "scores"
+    score_weights: dict[str, float] = field(
+        default_factory=lambda: {"semantic": 1.0, "keyword": 1.0, "graph": 0.2, "temporal": 0.4}
+    )
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -61,3 +67,7 @@ class RetainSettings:
     fact_max_words: int = 60
     chunk_max_words: int = 350
     batch_items: int = 64
+    # Words of the previous item (same retain call, same document, at most this many hours
+    # apart) embedded with each fact as its lead-in; 0 turns lead-ins off.
+    lead_in_words: int = 40
+    lead_in_max_gap_hours: float = 6.0

@@ -113,9 +113,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY(from_fact, to_fact, kind)
     ) WITHOUT ROWID;
     CREATE INDEX links_to ON links(to_fact);
-    -- rowid = facts.id; text is pre-segmented so CJK characters are separate tokens (fts.py)
+    -- rowid = facts.id; text is pre-segmented so CJK characters are separate tokens (fts.py);
+    -- lead_in is what was said just before the fact (a reply's question), weighted low
     CREATE VIRTUAL TABLE fact_fts USING fts5(
-        text, context, entities, tokenize = 'porter unicode61 remove_diacritics 2'
+        text, context, entities, lead_in, tokenize = 'porter unicode61 remove_diacritics 2'
     );
     """,
 ]
@@ -367,6 +368,7 @@ class Store:
         entity_names: list[str],
         embedding: np.ndarray,
         now: datetime,
+        lead_in: str | None = None,
     ) -> int:
         event_time = occurred_start or mentioned_at
         self.conn.execute(
@@ -397,12 +399,13 @@ class Store:
             [(fact_id, t) for t in tags],
         )
         self.conn.execute(
-            "INSERT INTO fact_fts(rowid, text, context, entities) VALUES(?, ?, ?, ?)",
+            "INSERT INTO fact_fts(rowid, text, context, entities, lead_in) VALUES(?, ?, ?, ?, ?)",
             (
                 fact_id,
                 fts.index_text(text),
                 fts.index_text(context or ""),
                 fts.index_text(" ".join(entity_names)),
+                fts.index_text(lead_in or ""),
             ),
         )
         self.conn.execute(

@@ -1,4 +1,15 @@
-"""Reciprocal rank fusion: score(d) = sum over arms of 1 / (k + rank / weight), ranks from 1."""
+"""Fusion of the arms' ranked lists into one candidate list.
+
+RRF (always computed, shown in the trace and JSON): score(d) = sum over arms of
+1 / (k + rank / weight), ranks from 1.
+
+The order, though, comes from `settings.fusion`:
+- "rrf": by the RRF score (the reference design);
+- "scores" (default): a weighted mean of each arm's own scores, min-max normalised within the
+  arm's list. RRF throws away how far apart the scores are: BM25's clear winner and the
+  50th hit of a flat cosine list count alike. Measured on LoCoMo with MiniLM + BM25, score
+  fusion gains ~3 points of R@10 and ~4 of MRR over RRF (bench/RESULTS.md).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +21,7 @@ from memcli.recall.types import ARMS, ArmResult, Candidate
 def rrf(
     arms: Mapping[str, ArmResult], k: int = 60, weights: Mapping[str, float] | None = None
 ) -> list[Candidate]:
-    """Fuse ranked arm lists into one list of candidates, best first (ties: lower fact id)."""
+    """Fuse ranked arm lists by RRF into candidates, best first (ties: lower fact id)."""
     weights = weights or {}
     fused: dict[int, Candidate] = {}
     for name, arm in arms.items():
@@ -23,7 +34,47 @@ def rrf(
             cand.ranks[name] = rank
             cand.arm_scores[name] = hit.score
             cand.rrf += 1.0 / (k + rank / weight)
-    ordered = sorted(fused.values(), key=lambda c: (-c.rrf, c.fact_id))
+    for cand in fused.values():
+        cand.fused = cand.rrf
+    return _ordered(fused.values())
+
+
+def min_max(arm: ArmResult) -> dict[int, float]:
+    """Each hit's score scaled to [0, 1] within its arm's list (all 1.0 if the list is flat)."""
+    if not arm.hits:
+        return {}
+    top = max(h.score for h in arm.hits)
+    low = min(h.score for h in arm.hits)
+    if top <= low:
+        return {h.fact_id: 1.0 for h in arm.hits}
+    return {h.fact_id: (h.score - low) / (top - low) for h in arm.hits}
+
+
+def score_fusion(candidates: list[Candidate], arms: Mapping[str, ArmResult],
+                 weights: Mapping[str, float]) -> list[Candidate]:
+    """Order candidates by sum over arms of weight x min-max score / sum of the weights of
+    the arms that ran (an arm that missed a fact adds 0 for it)."""
+    total = sum(weights.get(name, 1.0) for name in arms) or 1.0
+    scaled = {name: min_max(arm) for name, arm in arms.items()}
+    for cand in candidates:
+        cand.fused = sum(
+            weights.get(name, 1.0) * s.get(cand.fact_id, 0.0) for name, s in scaled.items()
+        ) / total
+    return _ordered(candidates)
+
+
+def fuse(arms: Mapping[str, ArmResult], method: str, k: int,
+         rrf_weights: Mapping[str, float], score_weights: Mapping[str, float]) -> list[Candidate]:
+    candidates = rrf(arms, k, rrf_weights)
+    if method == "scores":
+        return score_fusion(candidates, arms, score_weights)
+    if method != "rrf":
+        raise ValueError(f"unknown fusion {method!r} (use rrf or scores)")
+    return candidates
+
+
+def _ordered(candidates) -> list[Candidate]:
+    ordered = sorted(candidates, key=lambda c: (-c.fused, -c.rrf, c.fact_id))
     for i, cand in enumerate(ordered, start=1):
         cand.rrf_rank = i
     return ordered

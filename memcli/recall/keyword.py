@@ -9,8 +9,9 @@ from __future__ import annotations
 from memcli import fts
 from memcli.recall.types import ArmContext, ArmHit, ArmResult
 
-# Column weights for bm25(): the fact text counts most; speaker and entity names help.
-COLUMN_WEIGHTS = (1.0, 0.5, 0.75)
+# Column weights for bm25(): the fact text counts most; speaker, entity names and the lead-in
+# (what was said just before) help.
+COLUMN_WEIGHTS = (1.0, 0.5, 0.75, 0.3)
 
 
 def select_terms(ctx: ArmContext, terms: list[str]) -> list[str]:

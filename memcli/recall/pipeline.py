@@ -114,7 +114,9 @@ def recall(
     timings["arms"] = time.perf_counter() - started
 
     t0 = time.perf_counter()
-    candidates = fusion.rrf(arms, settings.rrf_k, settings.arm_weights)
+    candidates = fusion.fuse(
+        arms, settings.fusion, settings.rrf_k, settings.arm_weights, settings.score_weights
+    )
     facts = store.facts_by_id([c.fact_id for c in candidates])
     candidates = [c for c in candidates if c.fact_id in facts]
     for c in candidates:
@@ -123,7 +125,9 @@ def recall(
 
     t0 = time.perf_counter()
     active_reranker = reranker if options.rerank else None
-    rerank.apply(candidates, query, active_reranker, RERANK_CAPS[options.budget])
+    rerank.apply(
+        candidates, query, active_reranker, RERANK_CAPS[options.budget], settings.synthetic
+    )
     timings["rerank"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

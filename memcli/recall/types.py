@@ -77,7 +77,8 @@ class Candidate:
     ranks: dict[str, int | None]
     arm_scores: dict[str, float]
     rrf: float = 0.0
-    rrf_rank: int = 0
+    fused: float = 0.0  # the fusion score that orders candidates (= rrf with fusion "rrf")
+    rrf_rank: int = 0  # rank after fusion
     reranker: float | None = None  # real cross-encoder probability, None when not reranked
     base: float = 0.0  # reranker score, or the synthetic RRF-order score
     recency: float = 1.0

@@ -1,0 +1,563 @@
+"""Run the real retain and recall pipeline over benchmark cases and score where gold is lost.
+
+For every scored question the runner records, per gold item, the first stage that lost it:
+
+* ``never_candidate`` - no retrieval arm returned any fact of the item (a retrieval miss);
+* ``ranked_out``      - some arm found it, but fusion, rerank and boosts left it outside the
+  top ``loss_k`` (default 10) of the final ranking;
+* ``budget_cut``      - it was ranked in the top ``loss_k`` but the token budget dropped it;
+* ``hit``             - it was in the top ``loss_k`` and in the output.
+
+These classes split ``1 - recall`` into the same parts as the report's ``candidateRecall``,
+``rankingLoss@k`` and ``budgetLoss@k`` columns, so a regression can be traced to one stage.
+
+Isolation and cost: every case is retained into a fresh SQLite file in a temporary directory
+(deleted as soon as its questions are asked), with one :class:`~memcli.retain.Retainer` call,
+so nothing leaks between conversations. Cases are consumed one at a time from any iterable,
+which lets LongMemEval's large splits stream from :func:`~memcli.bench.datasets.iter_dataset`.
+The embedder is wrapped in a bounded text -> vector cache because LongMemEval haystacks share
+sessions across questions: a turn seen in an earlier case is never embedded again.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memcli import __version__
+from memcli.bench.datasets import BenchCase, BenchQuestion
+from memcli.bench.metrics import (
+    Aggregator,
+    arm_contributions,
+    dedupe_ranked,
+    map_ranked,
+    ndcg_at_k,
+    question_metrics,
+    recall_at_k,
+    reciprocal_rank,
+)
+from memcli.recall import ARMS, RecallError, RecallOptions, RecallResult, recall
+from memcli.retain import Retainer, RetainItem
+from memcli.store import Store
+
+__all__ = [
+    "BANK",
+    "DEFAULT_KS",
+    "LOSS_CLASSES",
+    "BenchOptions",
+    "BenchProgress",
+    "CachingEmbedder",
+    "default_ks",
+    "planned_questions",
+    "run_bench",
+]
+
+#: The bank every case is retained into (each case has its own database file anyway).
+BANK = "bench"
+
+#: Cut-offs per format. LongMemEval's own protocol reports k in {1, 3, 5, 10, 30, 50}.
+DEFAULT_KS: dict[str, tuple[int, ...]] = {
+    "locomo": (1, 5, 10, 20, 50),
+    "longmemeval": (1, 3, 5, 10, 30, 50),
+    "jsonl": (1, 5, 10, 20, 50),
+}
+
+LOSS_CLASSES = ("never_candidate", "ranked_out", "budget_cut", "hit")
+
+#: What ``now`` means per format; recorded in the report so the numbers can be reproduced.
+#: LoCoMo gives no question date, so its questions are asked at the conversation's last session
+#: (the latest turn time); JSONL questions without "now" likewise use the case's latest item.
+NOW_RULES = {
+    "locomo": "last-session",
+    "longmemeval": "question_date",
+    "jsonl": "question-now-else-latest-item",
+}
+
+#: Recall timing keys renamed for the report: the pipeline's "total" is a recall's latency.
+_PHASE_NAMES = {"total": "recall"}
+
+
+def default_ks(fmt: str) -> tuple[int, ...]:
+    """The k values a format is reported at when ``--k`` is not given."""
+    return DEFAULT_KS.get(fmt, DEFAULT_KS["jsonl"])
+
+
+@dataclass
+class BenchOptions:
+    """Everything that shapes a run; recorded verbatim in the report's ``meta.options``.
+
+    ``limit`` counts *asked* questions (after the category filter and the skips for category 5
+    and missing gold), across cases; a case none of whose questions is asked is not retained,
+    so ``--limit 20`` on LoCoMo retains one conversation. In LongMemEval a case is a question.
+    ``session_level`` None means "score sessions too when the format is LongMemEval".
+    """
+
+    dataset: str = ""
+    format: str = "jsonl"
+    limit: int | None = None
+    categories: tuple[str, ...] | None = None
+    ks: tuple[int, ...] = DEFAULT_KS["jsonl"]
+    budget: str = "mid"
+    max_tokens: int = 4096
+    arms: tuple[str, ...] = ARMS
+    rerank: bool = True
+    boosts: bool = True
+    reranker: str | None = None
+    loss_k: int = 10
+    top_n: int = 20
+    session_level: bool | None = None
+    # LoCoMo category 5 is adversarial: its "evidence" does not answer the question.
+    skip_categories: tuple[str, ...] = field(default_factory=tuple)
+    embed_cache_size: int = 500_000
+
+    def wants_sessions(self) -> bool:
+        """Session-level scores are LongMemEval's protocol; elsewhere they only add noise."""
+        if self.session_level is not None:
+            return self.session_level
+        return self.format == "longmemeval"
+
+    def skipped_categories(self) -> tuple[str, ...]:
+        """Categories never scored: the explicit list, plus LoCoMo's adversarial category 5."""
+        if self.skip_categories:
+            return self.skip_categories
+        return ("5",) if self.format == "locomo" else ()
+
+
+@dataclass
+class BenchProgress:
+    """One progress report; ``questions_total`` is None while the dataset is streamed."""
+
+    phase: str  # "retain", "recall" or "done"
+    case_id: str
+    cases_done: int
+    questions_done: int
+    questions_total: int | None
+    elapsed: float
+
+
+class CachingEmbedder:
+    """Wraps an embedder so identical texts are embedded once per run (bounded LRU).
+
+    LongMemEval's S split repeats haystack sessions across its 500 questions, and each question
+    is its own store; without the cache the same turn would be embedded dozens of times. Each
+    vector costs ``dim * 4`` bytes (1.5 KB for MiniLM), so the default bound of 500k texts stays
+    under 1 GB. Everything except ``embed`` is forwarded to the wrapped model.
+    """
+
+    def __init__(self, inner: Any, max_entries: int = 500_000) -> None:
+        self.inner = inner
+        self.max_entries = max_entries
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            vectors = self.inner.embed(missing)
+            for text, vec in zip(missing, vectors):
+                self._cache[text] = np.array(vec, dtype=np.float32, copy=True)
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+        self.misses += len(missing)
+        self.hits += len(texts) - len(missing)
+        out = []
+        for text in texts:
+            vec = self._cache.get(text)
+            if vec is None:  # evicted within this very call (cache smaller than the batch)
+                vec = np.asarray(self.inner.embed([text])[0], dtype=np.float32)
+            else:
+                self._cache.move_to_end(text)
+            out.append(vec)
+        if not out:
+            return np.zeros((0, int(getattr(self.inner, "dim", 0))), dtype=np.float32)
+        return np.stack(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Question selection
+# --------------------------------------------------------------------------------------------
+
+
+def _skip_reason(question: BenchQuestion, options: BenchOptions) -> str | None:
+    """Why a question is not asked, or None. Reasons become ``skipped:<reason>`` counts."""
+    if options.categories and question.category not in options.categories:
+        return "category-filter"
+    if question.category in options.skipped_categories():
+        return f"category-{question.category}"
+    if question.gold_ids:
+        return None
+    if options.wants_sessions() and question.gold_sessions:
+        return None  # scored at session level only; counted as "item-level:no-gold"
+    return "no-gold"
+
+
+def planned_questions(cases: Iterable[BenchCase], options: BenchOptions) -> int:
+    """How many questions a run will ask (skips and ``limit`` applied), for a progress bar."""
+    n = sum(1 for case in cases for q in case.questions if _skip_reason(q, options) is None)
+    return n if options.limit is None else min(n, options.limit)
+
+
+def _case_now(case: BenchCase) -> datetime:
+    """The case's reference time: its latest item (LoCoMo: the last session's date)."""
+    if case.items:
+        return max(item.timestamp for item in case.items)
+    return datetime.utcnow().replace(microsecond=0)
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring one recall
+# --------------------------------------------------------------------------------------------
+
+
+def _loss_class(gold_id: str, candidates: set[str], top: Sequence[str], kept: set[str]) -> str:
+    """The first pipeline stage that lost this gold item (see the module docstring)."""
+    if gold_id not in candidates:
+        return "never_candidate"
+    if gold_id not in top:
+        return "ranked_out"
+    if gold_id not in kept:
+        return "budget_cut"
+    return "hit"
+
+
+def _arm_metrics(
+    arm_lists: dict[str, list[str]], gold: set[str], ks: Sequence[int]
+) -> dict[str, dict[str, float]]:
+    """Per arm: gold found, gold only it found, and how its own ranking alone would score."""
+    out = arm_contributions(arm_lists, gold)
+    for arm, ranked in arm_lists.items():
+        row = out[arm]
+        for k in ks:
+            row[f"recall@{k}"] = recall_at_k(ranked, gold, k)
+        row["MRR"] = reciprocal_rank(ranked, gold)
+        if 10 in ks:
+            row["nDCG@10"] = ndcg_at_k(ranked, gold, 10)
+    return out
+
+
+class _Scorer:
+    """Turns recall results into aggregated metrics, loss tallies and per-question rows."""
+
+    def __init__(self, options: BenchOptions) -> None:
+        self.options = options
+        self.agg = Aggregator(options.ks)
+        self.rows: list[dict[str, Any]] = []
+        self.losses = dict.fromkeys(LOSS_CLASSES, 0)
+        self.category_losses: dict[str, dict[str, int]] = {}
+
+    def _tally(self, category: str, loss: str) -> None:
+        self.losses[loss] += 1
+        bucket = self.category_losses.setdefault(category, dict.fromkeys(LOSS_CLASSES, 0))
+        bucket[loss] += 1
+
+    def skip(
+        self, case: BenchCase, question: BenchQuestion, reason: str, detail: str | None = None
+    ) -> None:
+        """Count a question not asked; rows only for data-driven skips, not for the user's
+        --category or --limit (those would swamp the report with rows nobody reads)."""
+        self.agg.count(f"skipped:{reason}")
+        if reason in ("category-filter", "limit"):
+            return
+        self.rows.append(
+            {
+                "id": question.id,
+                "case": case.id,
+                "category": question.category,
+                "skipped": reason,
+                **({"detail": detail} if detail else {}),
+            }
+        )
+
+    def score(
+        self,
+        case: BenchCase,
+        question: BenchQuestion,
+        result: RecallResult,
+        source_of: dict[int, str | None],
+        session_of: dict[str, str | None],
+    ) -> None:
+        opts = self.options
+        ks = opts.ks
+        ranked = dedupe_ranked(
+            s for c in result.ranked if (s := source_of.get(c.fact_id)) is not None
+        )
+        kept = dedupe_ranked(
+            s for c in result.results if (s := source_of.get(c.fact_id)) is not None
+        )
+        arm_lists = {
+            name: dedupe_ranked(s for h in arm.hits if (s := source_of.get(h.fact_id)) is not None)
+            for name, arm in result.arms.items()
+        }
+        candidates: set[str] = set().union(*arm_lists.values()) if arm_lists else set()
+        category = question.category
+        row: dict[str, Any] = {
+            "id": question.id,
+            "case": case.id,
+            "category": category,
+            "query": question.query,
+            "gold": sorted(question.gold_ids),
+            "ranked": ranked[: opts.top_n],
+            "kept": len(kept),
+            "kept_facts": len(result.results),
+            "tokens": result.total_tokens,
+            "candidates": len(candidates),
+        }
+        if question.gold_ids:
+            gold = set(question.gold_ids)
+            texts = [c.fact.text for c in result.results if c.fact is not None]
+            metrics = question_metrics(
+                ranked,
+                gold,
+                ks,
+                candidates=candidates,
+                kept=kept,
+                texts=texts,
+                checklist=question.checklist,
+                distractors=question.distractor_ids,
+                distractor_k=opts.loss_k,
+            )
+            self.agg.add(metrics, category)
+            self.agg.count("scored:item")
+            for arm, values in _arm_metrics(arm_lists, gold, ks).items():
+                self.agg.add_arm(arm, values)
+            top = ranked[: opts.loss_k]
+            kept_set = set(kept)
+            position = {ident: i for i, ident in enumerate(ranked, start=1)}
+            arm_pos = {
+                arm: {ident: i for i, ident in enumerate(ids, start=1)}
+                for arm, ids in arm_lists.items()
+            }
+            loss: dict[str, str] = {}
+            ranks: dict[str, dict[str, int | None]] = {}
+            for g in sorted(gold):
+                loss[g] = _loss_class(g, candidates, top, kept_set)
+                self._tally(category, loss[g])
+                ranks[g] = {"fused": position.get(g)}
+                ranks[g].update({arm: pos.get(g) for arm, pos in arm_pos.items()})
+            row["loss"] = loss
+            row["ranks"] = ranks
+            row["metrics"] = {
+                name: metrics[name]
+                for name in (
+                    "candidateRecall",
+                    f"recall@{opts.loss_k}",
+                    "MRR",
+                    f"budgetLoss@{opts.loss_k}",
+                )
+                if name in metrics
+            }
+        else:
+            self.agg.count("item-level:no-gold")
+        if opts.wants_sessions() and question.gold_sessions:
+            gold_s = set(question.gold_sessions)
+            ranked_s = map_ranked(ranked, session_of)
+            kept_s = map_ranked(kept, session_of)
+            cands_s = {s for c in candidates if (s := session_of.get(c)) is not None}
+            metrics_s = question_metrics(ranked_s, gold_s, ks, candidates=cands_s, kept=kept_s)
+            self.agg.add(metrics_s, category, level="session")
+            self.agg.count("scored:session")
+            arm_lists_s = {arm: map_ranked(ids, session_of) for arm, ids in arm_lists.items()}
+            for arm, values in _arm_metrics(arm_lists_s, gold_s, ks).items():
+                self.agg.add_arm(arm, values, level="session")
+            row["gold_sessions"] = sorted(gold_s)
+            row["ranked_sessions"] = ranked_s[: opts.top_n]
+            row["session_metrics"] = {
+                name: metrics_s[name]
+                for name in ("candidateRecall", f"recall@{opts.loss_k}", "MRR")
+                if name in metrics_s
+            }
+        for phase, seconds in result.timings.items():
+            self.agg.add_latency(_PHASE_NAMES.get(phase, phase), seconds * 1000.0)
+        self.rows.append(row)
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------
+
+
+def _remove_db(path: Path) -> None:
+    """Delete a case's database and its WAL side files as soon as the case is done."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+
+
+def run_bench(
+    cases: Iterable[BenchCase],
+    options: BenchOptions,
+    *,
+    embedder: Any,
+    reranker: Any | None = None,
+    progress: Callable[[BenchProgress], None] | None = None,
+) -> dict[str, Any]:
+    """Retain each case into a fresh store, ask its questions, and return the report summary.
+
+    The result is :meth:`Aggregator.summary` (shape in :mod:`memcli.bench.report`) plus
+    ``"losses"`` (gold items per loss class at ``loss_k``, overall and per category) and
+    ``"questions"`` (one row per question, skipped ones included with their reason). Questions
+    without their own ``now`` are asked at the case's latest item time, which for LoCoMo is the
+    last session of the conversation. Raises :class:`RecallError` for invalid recall options
+    before any case is retained, so a typo does not cost a long retain.
+    """
+    from memcli.recall import validate
+
+    base = RecallOptions(
+        budget=options.budget,
+        max_tokens=options.max_tokens,
+        rerank=options.rerank,
+        boosts=options.boosts,
+        arms=tuple(options.arms),
+    )
+    validate(base)
+    if options.loss_k < 1 or not options.ks or min(options.ks) < 1:
+        raise ValueError("k values must be positive")
+    started = time.perf_counter()
+    started_at = datetime.now(timezone.utc).replace(microsecond=0)
+    model = CachingEmbedder(embedder, options.embed_cache_size)
+    scorer = _Scorer(options)
+    agg = scorer.agg
+    asked = 0
+    cases_done = 0
+    total = options.limit
+
+    def report(phase: str, case_id: str) -> None:
+        if progress is not None:
+            progress(
+                BenchProgress(
+                    phase, case_id, cases_done, asked, total, time.perf_counter() - started
+                )
+            )
+
+    with tempfile.TemporaryDirectory(prefix="mem-bench-") as tmp:
+        for index, case in enumerate(cases):
+            if options.limit is not None and asked >= options.limit:
+                break
+            agg.count("cases:seen")
+            selected: list[BenchQuestion] = []
+            for question in case.questions:
+                agg.count("questions")
+                reason = _skip_reason(question, options)
+                if reason is None and options.limit is not None:
+                    if asked + len(selected) >= options.limit:
+                        reason = "limit"
+                if reason is not None:
+                    scorer.skip(case, question, reason)
+                else:
+                    selected.append(question)
+            if not selected:
+                continue
+            items = [i for i in case.items if i.text and i.text.strip()]
+            if len(items) < len(case.items):
+                agg.count("items:empty-skipped", len(case.items) - len(items))
+            case_now = _case_now(case)
+            session_of = {i.id: i.session_id for i in case.items}
+            db_path = Path(tmp) / f"case-{index}.db"
+            report("retain", case.id)
+            store = Store(db_path)
+            try:
+                summary = Retainer(store, BANK, model, now=case_now).retain(
+                    [
+                        RetainItem(
+                            text=i.text, source_id=i.id, timestamp=i.timestamp, context=i.context
+                        )
+                        for i in items
+                    ]
+                )
+                if summary.interrupted:
+                    raise KeyboardInterrupt
+                agg.count("cases")
+                agg.count("items", summary.items)
+                agg.count("facts", summary.facts)
+                if summary.duplicates:
+                    agg.count("retain:duplicates", summary.duplicates)
+                agg.add_latency("retain", summary.seconds * 1000.0)
+                if summary.items:
+                    agg.add_latency("retain/item", summary.seconds * 1000.0 / summary.items)
+                source_of: dict[int, str | None] = dict(
+                    store.conn.execute("SELECT id, source_id FROM facts")
+                )
+                for question in selected:
+                    opts = RecallOptions(**{**asdict(base), "now": question.now or case_now})
+                    try:
+                        result = recall(
+                            store, BANK, question.query, opts, embedder=model, reranker=reranker
+                        )
+                    except RecallError as exc:
+                        scorer.skip(case, question, "recall-error", str(exc))
+                        continue
+                    asked += 1
+                    scorer.score(case, question, result, source_of, session_of)
+                    report("recall", case.id)
+            finally:
+                store.close()
+                _remove_db(db_path)
+            cases_done += 1
+    report("done", "")
+    seconds = time.perf_counter() - started
+    agg.count("embed:cached", model.hits)
+    agg.count("embed:computed", model.misses)
+    meta = {
+        "dataset": options.dataset,
+        "format": options.format,
+        "started": started_at.isoformat(),
+        "seconds": round(seconds, 1),
+        "version": __version__,
+        "embedder": getattr(embedder, "name", type(embedder).__name__),
+        "reranker": getattr(reranker, "name", None) if (reranker and options.rerank) else None,
+        "now": NOW_RULES.get(options.format, NOW_RULES["jsonl"]),
+        "options": _options_meta(options),
+    }
+    summary = agg.summary(meta=meta)
+    levels = summary["levels"]
+    summary["levels"] = {
+        name: levels[name]
+        for name in sorted(levels, key=lambda n: (n != "item", n != "session", n))
+    }
+    summary["losses"] = {
+        "k": options.loss_k,
+        "overall": scorer.losses,
+        "categories": {
+            name: scorer.category_losses[name]
+            for name in sorted(scorer.category_losses, key=_category_order)
+        },
+    }
+    summary["questions"] = scorer.rows
+    return summary
+
+
+def _options_meta(options: BenchOptions) -> dict[str, Any]:
+    """The options that change numbers (dataset/format are already top-level meta)."""
+    out = asdict(options)
+    for key in ("dataset", "format", "top_n", "embed_cache_size"):
+        out.pop(key, None)
+    out["ks"] = list(options.ks)
+    out["arms"] = list(options.arms)
+    out["categories"] = list(options.categories) if options.categories else None
+    out["skip_categories"] = list(options.skipped_categories())
+    out["session_level"] = options.wants_sessions()
+    return out
+
+
+def _category_order(name: str) -> tuple[int, float, str]:
+    """Numeric category names ("1", "10") numerically, then the rest alphabetically."""
+    try:
+        return (0, float(name), name)
+    except ValueError:
+        return (1, 0.0, name)

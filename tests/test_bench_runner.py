@@ -1,0 +1,213 @@
+"""`mem bench` end to end on a hand-made JSONL benchmark with the real embedder.
+
+The data is small enough to reason about: each question has a known gold item, one gold item
+is reachable only by its exact rare code (keyword arm), one question has no gold (skipped and
+counted), and a checklist and a distractor exercise the content metrics. The checks are the
+invariants the report relies on, not exact scores, so a ranking change elsewhere does not
+break them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from memcli.bench.command import bench
+from memcli.bench.datasets import read_dataset
+from memcli.bench.runner import LOSS_CLASSES, BenchOptions, run_bench
+
+KS = (1, 5, 10)
+# A rare code at the end of a long, unrelated turn: MiniLM puts the query "KQ7Z" below the
+# semantic arm's cosine floor (measured ~0.14), so only the keyword arm can find it.
+CODE = "KQ7Z"
+
+ITEMS = [
+    ("m0", "Alice lived in Porto until last year and worked at a bakery.", "2024-01-10", "s1"),
+    ("m1", "Alice moved to Lisbon in March to start a job at a design studio.", "2024-03-05", "s1"),
+    ("m2", "Bob adopted a golden retriever puppy and named him Biscuit.", "2024-03-20", "s2"),
+    (
+        "m3",
+        "Our team lunch went long because everyone wanted dessert, and afterwards we walked "
+        f"along the river and talked about holidays, kids and football. Ticket ref {CODE}.",
+        "2024-04-02",
+        "s2",
+    ),
+    ("m4", "Carol ran the Berlin half marathon in under two hours.", "2024-04-14", "s3"),
+    ("m5", "Dan is learning to bake sourdough bread on weekends.", "2024-04-20", "s3"),
+    ("m6", "Erin repainted her kitchen a pale shade of green.", "2024-05-01", "s3"),
+    ("m7", "Frank booked flights to Tokyo for the cherry blossom season.", "2024-05-09", "s4"),
+    ("m8", "Grace started taking cello lessons from a retired violinist.", "2024-05-15", "s4"),
+]
+
+QUESTIONS = [
+    {
+        "id": "q-alice",
+        "query": "Which city does Alice live in now?",
+        "category": "single",
+        "gold": ["m1"],
+        "checklist": ["Alice moved to Lisbon"],
+        "distractors": ["m0"],
+    },
+    {
+        "id": "q-dog",
+        "query": "What is the name of Bob's dog?",
+        "category": "single",
+        "gold": ["m2"],
+    },
+    {"id": "q-code", "query": CODE, "category": "keyword", "gold": ["m3"]},
+    {
+        "id": "q-multi",
+        "query": "Who got a new pet and who ran a race?",
+        "category": "multi",
+        "gold": ["m2", "m4"],
+    },
+    {"id": "q-empty", "query": "What did nobody say?", "category": "single", "gold": []},
+]
+
+
+def write_benchmark(path: Path) -> Path:
+    lines = [
+        {"type": "item", "id": i, "text": t, "timestamp": f"{d}T10:00:00Z", "session": s}
+        for i, t, d, s in ITEMS
+    ]
+    lines += [{"type": "question", "now": "2024-06-01T12:00:00Z", **q} for q in QUESTIONS]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_benchmark(tmp_path_factory.mktemp("bench") / "tiny.jsonl")
+
+
+def run(dataset: Path, embedder, **overrides) -> dict:
+    options = BenchOptions(dataset=str(dataset), format="jsonl", ks=KS, **overrides)
+    return run_bench(read_dataset(dataset, "jsonl"), options, embedder=embedder)
+
+
+@pytest.fixture(scope="module")
+def full(dataset: Path, embedder) -> dict:
+    return run(dataset, embedder)
+
+
+def rows_by_id(summary: dict) -> dict[str, dict]:
+    return {row["id"]: row for row in summary["questions"]}
+
+
+def test_summary_shape_and_counts(full):
+    assert set(full) >= {"meta", "ks", "counts", "levels", "latency_ms", "losses", "questions"}
+    assert full["ks"] == list(KS)
+    assert full["meta"]["format"] == "jsonl"
+    assert full["meta"]["options"]["arms"] == ["semantic", "keyword", "graph", "temporal"]
+    counts = full["counts"]
+    assert counts["scored:item"] == 4
+    assert counts["skipped:no-gold"] == 1
+    assert counts["cases"] == 1 and counts["items"] == len(ITEMS)
+    assert list(full["levels"]) == ["item"]  # session level is LongMemEval's protocol only
+    item = full["levels"]["item"]
+    assert item["overall"]["n"] == 4
+    assert set(item["categories"]) == {"keyword", "multi", "single"}
+    assert list(item["arms"]) == ["semantic", "keyword", "graph", "temporal"]
+    for phase in ("retain", "semantic", "keyword", "fusion", "rerank", "recall"):
+        assert full["latency_ms"][phase]["p50"] >= 0
+    rows = rows_by_id(full)
+    assert rows["q-empty"]["skipped"] == "no-gold"
+    alice = rows["q-alice"]
+    assert alice["gold"] == ["m1"] and len(alice["ranked"]) <= 20
+    assert set(alice["ranks"]["m1"]) == {"fused", "semantic", "keyword", "graph", "temporal"}
+    metrics = item["overall"]["metrics"]
+    assert item["overall"]["metric_n"]["checklistCoverage"] == 1
+    assert 0.0 <= metrics["distractorRate"] <= 1.0
+
+
+def test_loss_split_adds_up(full):
+    """cand >= R@k, rankingLoss = cand - R@k, and the per-gold classes agree with the means."""
+    item = full["levels"]["item"]
+    for row in [item["overall"], *item["categories"].values()]:
+        m = row["metrics"]
+        for k in KS:
+            assert m["candidateRecall"] >= m[f"recall@{k}"] - 1e-9
+            assert m[f"rankingLoss@{k}"] == pytest.approx(m["candidateRecall"] - m[f"recall@{k}"])
+            assert m[f"budgetLoss@{k}"] <= m[f"recall@{k}"] + 1e-9
+    losses = full["losses"]
+    assert losses["k"] == 10
+    assert sum(losses["overall"].values()) == 5  # gold items over the scored questions
+    for row in full["questions"]:
+        for gold_id, loss in row.get("loss", {}).items():
+            assert loss in LOSS_CLASSES
+            fused = row["ranks"][gold_id]["fused"]
+            if loss == "never_candidate":
+                assert fused is None
+            elif loss == "ranked_out":
+                assert fused is not None and fused > 10
+            else:
+                assert fused is not None and fused <= 10
+    # With a 4096-token budget nothing this small is cut.
+    assert losses["overall"]["budget_cut"] == 0
+
+
+def test_keyword_only_gold(full):
+    """The rare code is found by the keyword arm; the meaning-based arms cannot see it."""
+    ranks = rows_by_id(full)["q-code"]["ranks"]["m3"]
+    assert ranks["keyword"] == 1
+    assert ranks["semantic"] is None and ranks["graph"] is None
+    category = full["levels"]["item"]["categories"]["keyword"]
+    assert category["metrics"]["candidateRecall"] == 1.0
+    assert full["levels"]["item"]["arms"]["keyword"]["metrics"]["uniqueRecall"] > 0
+
+
+def test_tiny_budget_shows_budget_loss(dataset, embedder):
+    summary = run(dataset, embedder, max_tokens=20)
+    metrics = summary["levels"]["item"]["overall"]["metrics"]
+    assert metrics["budgetLoss@10"] > 0
+    assert summary["losses"]["overall"]["budget_cut"] > 0
+    assert all(row["kept"] <= 1 for row in summary["questions"] if "kept" in row)
+
+
+def test_arm_ablation_changes_arm_numbers(full, dataset, embedder):
+    only_keyword = run(dataset, embedder, arms=("keyword",))
+    arms = only_keyword["levels"]["item"]["arms"]
+    assert list(arms) == ["keyword"]
+    kw = arms["keyword"]["metrics"]
+    # Alone, everything the arm finds it finds alone; with all four arms it shares the gold.
+    assert kw["uniqueRecall"] == pytest.approx(kw["candidateRecall"])
+    full_kw = full["levels"]["item"]["arms"]["keyword"]["metrics"]
+    assert full_kw["uniqueRecall"] < kw["uniqueRecall"]
+    assert only_keyword["levels"]["item"]["overall"]["metrics"]["candidateRecall"] == (
+        pytest.approx(kw["candidateRecall"])
+    )
+    assert rows_by_id(only_keyword)["q-code"]["loss"]["m3"] == "hit"
+
+
+def make_app() -> typer.Typer:
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(bench)
+    return app
+
+
+def test_missing_dataset_skips(tmp_path):
+    missing = tmp_path / "nope.json"
+    result = CliRunner().invoke(make_app(), ["--dataset", str(missing)])
+    assert result.exit_code == 0
+    assert "skip" in result.output and "nope.json" in result.output
+    strict = CliRunner().invoke(make_app(), ["--dataset", str(missing), "--strict"])
+    assert strict.exit_code == 1
+    assert "skip" in strict.output
+
+
+def test_command_prints_table_and_writes_json(dataset, embedder, tmp_path):
+    out = tmp_path / "report.json"
+    args = ["--dataset", str(dataset), "--k", "1,5,10", "--arms", "semantic,keyword"]
+    result = CliRunner().invoke(make_app(), [*args, "--no-boosts", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "arm keyword" in result.stdout and "R@10" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["meta"]["options"]["boosts"] is False
+    assert report["meta"]["options"]["arms"] == ["semantic", "keyword"]
+    assert {row["id"] for row in report["questions"]} == {q["id"] for q in QUESTIONS}
+    bad = CliRunner().invoke(make_app(), ["--dataset", str(dataset), "--arms", "vector"])
+    assert bad.exit_code == 2
