@@ -238,9 +238,14 @@ class Retainer:
             lead = None
             if s.lead_in_words and prev is not None and prev.document_id == p.item.document_id:
                 a, b = prev.timestamp, p.item.timestamp
-                if a is None and b is None or (
-                    a is not None and b is not None
-                    and abs((b - a).total_seconds()) <= s.lead_in_max_gap_hours * 3600
+                if (
+                    a is None
+                    and b is None
+                    or (
+                        a is not None
+                        and b is not None
+                        and abs((b - a).total_seconds()) <= s.lead_in_max_gap_hours * 3600
+                    )
                 ):
                     words = prev.text.split()[: s.lead_in_words]
                     lead = (f"{prev.context}: " if prev.context else "") + " ".join(words)
@@ -441,9 +446,7 @@ class Retainer:
             return None
         # The common case, a name seen before, needs no scoring.
         lowered = name.lower()
-        exact = [
-            r[0] for r in rows if lowered in {n.lower() for n in (r[1], *json.loads(r[2]))}
-        ]
+        exact = [r[0] for r in rows if lowered in {n.lower() for n in (r[1], *json.loads(r[2]))}]
         if len(exact) == 1:
             return exact[0]
         candidates = []

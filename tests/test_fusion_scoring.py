@@ -121,3 +121,26 @@ def test_final_score_is_the_product_of_base_and_boosts():
     assert c.final == pytest.approx(0.8 * recency * temporal * proof)
     scoring.apply([c], now, None, RecallSettings(), enabled=False)
     assert c.final == pytest.approx(0.8)
+
+
+def test_score_fusion_is_a_weighted_mean_of_min_max_scores():
+    sem = ArmResult("semantic", [ArmHit(1, 0.9), ArmHit(2, 0.6), ArmHit(3, 0.3)], "cosine")
+    kw = ArmResult("keyword", [ArmHit(3, 12.0), ArmHit(2, 4.0)], "bm25")
+    fused = fusion.fuse(
+        {"semantic": sem, "keyword": kw}, "scores", 60, {}, {"semantic": 1.0, "keyword": 3.0}
+    )
+    by_id = {c.fact_id: c.fused for c in fused}
+    # semantic min-max: 1 -> 1.0, 2 -> 0.5, 3 -> 0.0 ; keyword: 3 -> 1.0, 2 -> 0.0
+    assert by_id[1] == pytest.approx((1 * 1.0 + 3 * 0.0) / 4)
+    assert by_id[2] == pytest.approx((1 * 0.5 + 3 * 0.0) / 4)
+    assert by_id[3] == pytest.approx((1 * 0.0 + 3 * 1.0) / 4)
+    assert [c.fact_id for c in fused] == [3, 1, 2]
+    assert [c.rrf_rank for c in fused] == [1, 2, 3]
+    # RRF is still computed for the trace: 3 is rank 3 + rank 1
+    assert next(c for c in fused if c.fact_id == 3).rrf == pytest.approx(1 / 63 + 1 / 61)
+
+
+def test_fused_share_is_the_synthetic_base_without_a_reranker():
+    cands = fusion.fuse({"keyword": arm("keyword", [7, 8])}, "rrf", 60, {}, {})
+    rerank.apply(cands, "q", None, cap=50, synthetic="fused")
+    assert [c.base for c in cands] == pytest.approx([1.0, (1 / 62) / (1 / 61)])

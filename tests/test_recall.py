@@ -59,13 +59,10 @@ def test_keyword_arm_alone_ranks_an_exact_rare_term_first(store, remember, embed
 
 
 def test_graph_arm_alone_reaches_a_fact_through_a_shared_entity(store, remember, embedder):
-    remember(
-        [
-            RetainItem("The Zorblax migration project is led by Hannelore."),
-            RetainItem("Hannelore collects antique pendulum clocks."),
-            RetainItem("The cafeteria serves soup on Mondays."),
-        ]
-    )
+    # Separate retain calls, so neither fact is the other's lead-in.
+    remember("The Zorblax migration project is led by Hannelore.")
+    remember("Hannelore collects antique pendulum clocks.")
+    remember("The cafeteria serves soup on Mondays.")
     result = run(store, embedder, "Who runs the Zorblax migration?")
     ranks = ranks_of(result, "pendulum clocks")
     assert ranks is not None and ranks["graph"] is not None

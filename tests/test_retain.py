@@ -66,7 +66,9 @@ def test_long_text_splits_into_facts_that_share_a_chunk(store, remember):
 
 def test_links_semantic_temporal_and_causal(store, embedder):
     t = datetime(2026, 3, 1, 9)
-    retainer = Retainer(store, "default", embedder, settings=RetainSettings(fact_max_words=8))
+    retainer = Retainer(
+        store, "default", embedder, settings=RetainSettings(fact_max_words=8, lead_in_words=0)
+    )
     retainer.retain(
         [
             RetainItem(
@@ -115,3 +117,25 @@ def test_banks_keep_memories_apart(store, remember):
     remember("Work bank fact about quarterly budgets.", bank="work")
     remember("Home bank fact about the garden.", bank="home")
     assert set(store.bank_names()) == {"work", "home"}
+
+
+def test_a_reply_is_indexed_with_what_it_answers(store, remember):
+    t = datetime(2026, 6, 1, 18, 0)
+    remember(
+        [
+            RetainItem("Where did you go hiking?", timestamp=t, context="Ana"),
+            RetainItem("Up Ben Nevis, in the fog!", timestamp=t.replace(minute=1), context="Bo"),
+            # The next day: a new conversation, so no lead-in.
+            RetainItem("Dinner was lovely.", timestamp=t.replace(day=2)),
+        ]
+    )
+    rows = store.conn.execute(
+        "SELECT f.text FROM fact_fts JOIN facts f ON f.id = fact_fts.rowid "
+        "WHERE fact_fts MATCH 'lead_in : hiking'"
+    ).fetchall()
+    assert rows == [("Up Ben Nevis, in the fog!",)]
+    lead = store.conn.execute(
+        "SELECT lead_in FROM fact_fts JOIN facts f ON f.id = fact_fts.rowid "
+        "WHERE f.text = 'Dinner was lovely.'"
+    ).fetchone()[0]
+    assert lead == ""

@@ -50,21 +50,28 @@ def min_max(arm: ArmResult) -> dict[int, float]:
     return {h.fact_id: (h.score - low) / (top - low) for h in arm.hits}
 
 
-def score_fusion(candidates: list[Candidate], arms: Mapping[str, ArmResult],
-                 weights: Mapping[str, float]) -> list[Candidate]:
+def score_fusion(
+    candidates: list[Candidate], arms: Mapping[str, ArmResult], weights: Mapping[str, float]
+) -> list[Candidate]:
     """Order candidates by sum over arms of weight x min-max score / sum of the weights of
     the arms that ran (an arm that missed a fact adds 0 for it)."""
     total = sum(weights.get(name, 1.0) for name in arms) or 1.0
     scaled = {name: min_max(arm) for name, arm in arms.items()}
     for cand in candidates:
-        cand.fused = sum(
-            weights.get(name, 1.0) * s.get(cand.fact_id, 0.0) for name, s in scaled.items()
-        ) / total
+        cand.fused = (
+            sum(weights.get(name, 1.0) * s.get(cand.fact_id, 0.0) for name, s in scaled.items())
+            / total
+        )
     return _ordered(candidates)
 
 
-def fuse(arms: Mapping[str, ArmResult], method: str, k: int,
-         rrf_weights: Mapping[str, float], score_weights: Mapping[str, float]) -> list[Candidate]:
+def fuse(
+    arms: Mapping[str, ArmResult],
+    method: str,
+    k: int,
+    rrf_weights: Mapping[str, float],
+    score_weights: Mapping[str, float],
+) -> list[Candidate]:
     candidates = rrf(arms, k, rrf_weights)
     if method == "scores":
         return score_fusion(candidates, arms, score_weights)

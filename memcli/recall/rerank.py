@@ -39,17 +39,16 @@ def apply(
 ) -> None:
     """Set each candidate's base score (and reranker score where one ran), in place.
 
-    Without a reranker the base is synthetic: "linear" is the reference's 1 - 0.9 x rank/(n-1),
-    "fused" is each fusion score (fusion.py) as a share of the best. Over hundreds of candidates the linear
-    scores of the top ten differ by a few percent, so the boosts (up to +-10% each) reorder
-    them by date alone; fusion shares keep the gaps the arms measured."""
+    Without a reranker the base is synthetic: "linear" is the reference's
+    1 - 0.9 x rank/(n-1), "fused" is each fusion score (fusion.py) as a share of the best. Over
+    hundreds of candidates the linear scores of the top ten differ by a few percent, so the
+    boosts (up to +-10% each) reorder them by date alone; fusion shares keep the gaps the arms
+    measured."""
     n = len(candidates)
     if reranker is None:
         top = candidates[0].fused if candidates else 0.0
         for c in candidates:
-            c.base = (
-                fused_share(c, top) if synthetic == "fused" else synthetic_score(c.rrf_rank, n)
-            )
+            c.base = fused_share(c, top) if synthetic == "fused" else synthetic_score(c.rrf_rank, n)
         return
     head = candidates[:cap]
     raw = reranker.score(query, [document_text(c.fact) for c in head])
