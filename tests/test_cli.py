@@ -223,10 +223,11 @@ def test_ctrl_c_during_import_keeps_committed_batches(db_path, tmp_path):
         stderr=subprocess.PIPE,
     )
     deadline = time.time() + 120
-    while time.time() < deadline:
-        time.sleep(0.3)
+    while time.time() < deadline and p.poll() is None:
+        time.sleep(0.2)
         if db_path.exists() and _committed(db_path) >= 64:
             break
+    assert p.poll() is None, "the import finished before it could be interrupted"
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err.decode()
@@ -236,11 +237,15 @@ def test_ctrl_c_during_import_keeps_committed_batches(db_path, tmp_path):
 
 
 def _committed(db: Path) -> int:
+    """Facts committed so far, read by another connection as a second process would."""
     import apsw
 
     try:
-        conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+        conn = apsw.Connection(str(db))
         conn.set_busy_timeout(5000)
-        return conn.execute("SELECT count(*) FROM facts").fetchone()[0]
+        try:
+            return conn.execute("SELECT count(*) FROM facts").fetchone()[0]
+        finally:
+            conn.close()
     except apsw.Error:
-        return 0
+        return 0  # not created yet, or no schema yet
