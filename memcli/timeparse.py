@@ -334,7 +334,8 @@ _RANGE_ITEM_RX = re.compile(
 # A sentence about the future: yearless dates resolve forwards ("I'll go in May" = next May).
 _FUTURE = re.compile(
     r"\b(?:will|shall|won['’]t|gonna|plan(?:s|ning)?\s+to|about\s+to|looking\s+forward"
-    r"|can['’]t\s+wait|upcoming|hoping\s+to|(?<!was\s)(?<!were\s)going\s+to\s+(?:be|go|have|do"
+    r"|can['’]t\s+wait|upcoming|hoping\s+to|appointment|scheduled|booked\s+for|due\s+(?:on|by)"
+    r"|(?<!was\s)(?<!were\s)going\s+to\s+(?:be|go|have|do"
     r"|get|make|take|visit|see|start|try|buy|meet|travel|fly|move|watch|attend|host|run|play"
     r"|spend|throw|celebrate))\b|['’]ll\b",
     re.IGNORECASE,

@@ -365,3 +365,10 @@ def test_plain_facts_are_dated_fast():
     for _ in range(2000):
         extract_fact_time(plain, SAID)
     assert time.perf_counter() - t0 < 0.5  # about 10 us each on a laptop
+
+
+def test_an_appointment_without_a_year_is_the_next_one():
+    span = extract_fact_time(
+        "Pixel has a vet appointment on February 12.", datetime(2026, 1, 30, 21, 15)
+    )
+    assert span is not None and span.start == datetime(2026, 2, 12)
