@@ -1,5 +1,11 @@
-"""Graph arm: expand from the best semantic hits along shared entities, semantic links and
-causal links. Score = tanh(0.5 x shared entities) + max semantic link weight + causal weight.
+"""Graph arm: expand from the best semantic hits (seeds) along shared entities, semantic links
+and causal links.
+
+Reference score: tanh(0.5 x shared entities) + max semantic link weight + causal weight. Ours
+weights each path by how relevant its seed is (the seed's cosine to the query) and each shared
+entity by how specific it is (a speaker's name on half the facts says little; a rare place
+name says a lot): entity part = tanh(0.5 x sum over shared entities of seed cosine x
+specificity), specificity = ln(N / df) / ln(N) for an entity on df of the bank's N facts.
 """
 
 from __future__ import annotations
@@ -10,46 +16,62 @@ from collections import defaultdict
 from memcli.recall.types import ArmContext, ArmHit, ArmResult
 
 
+def specificity(df: int, total: int) -> float:
+    """ln(N / df) / ln(N), in [0, 1]: 1 for an entity on one fact, 0 for one on every fact."""
+    if total <= 1 or df <= 0:
+        return 1.0
+    return max(0.0, math.log(total / df) / math.log(total))
+
+
 def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     s = ctx.settings
-    seeds = [h.fact_id for h in semantic.hits if h.score >= s.graph_seed_floor][: s.graph_seeds]
+    seed_hits = [h for h in semantic.hits if h.score >= s.graph_seed_floor][: s.graph_seeds]
+    seed_sim = {h.fact_id: h.score for h in seed_hits}
+    seeds = list(seed_sim)
     result = ArmResult("graph", [], "graph", notes={"seeds": seeds})
     if not seeds:
         return result
     conn = ctx.store.conn
     marks = ",".join("?" * len(seeds))
+    total = ctx.store.fact_count(ctx.bank_id)
 
-    # Shared entities: which seed entities each reached fact carries. Hub entities are capped
-    # per entity so "user" or a speaker's name cannot flood the query.
-    seeds_with: dict[int, set[int]] = defaultdict(set)  # entity -> seeds carrying it
+    # entity -> the best cosine among the seeds carrying it, and which seeds carry it
+    seeds_with: dict[int, set[int]] = defaultdict(set)
     for fact_id, entity_id in conn.execute(
         f"SELECT fact_id, entity_id FROM fact_entities WHERE fact_id IN ({marks})", seeds
     ):
         seeds_with[entity_id].add(fact_id)
-    shared: dict[int, set[int]] = defaultdict(set)
+    entity_part: dict[int, float] = defaultdict(float)
     for entity_id, carriers in seeds_with.items():
+        df = conn.execute(
+            "SELECT count(*) FROM fact_entities WHERE entity_id = ?", (entity_id,)
+        ).fetchone()[0]
+        weight = max(seed_sim[f] for f in carriers) * specificity(df, total)
+        if weight <= 0:
+            continue
+        # Hub entities are capped per entity so "user" or a speaker cannot flood the query.
         for (fact_id,) in conn.execute(
             "SELECT fact_id FROM fact_entities WHERE entity_id = ? ORDER BY fact_id DESC LIMIT ?",
             (entity_id, s.graph_facts_per_entity),
         ):
             # A seed is not reached through an entity that only it carries.
             if carriers != {fact_id}:
-                shared[fact_id].add(entity_id)
+                entity_part[fact_id] += weight
 
     semantic_w: dict[int, float] = defaultdict(float)
     causal_w: dict[int, float] = defaultdict(float)
     for kind, bucket in (("semantic", semantic_w), ("causal", causal_w)):
-        for other, weight in conn.execute(
-            f"SELECT to_fact, weight FROM links WHERE kind = ? AND from_fact IN ({marks}) "
-            "UNION ALL SELECT from_fact, weight FROM links "
+        for seed, other, weight in conn.execute(
+            f"SELECT from_fact, to_fact, weight FROM links WHERE kind = ? AND from_fact IN ({marks}) "
+            "UNION ALL SELECT to_fact, from_fact, weight FROM links "
             f"WHERE kind = ? AND to_fact IN ({marks})",
             (kind, *seeds, kind, *seeds),
         ):
-            bucket[other] = max(bucket[other], weight)
+            bucket[other] = max(bucket[other], weight * seed_sim[seed])
 
     scores: dict[int, float] = defaultdict(float)
-    for fact_id, entities in shared.items():
-        scores[fact_id] += math.tanh(0.5 * len(entities))
+    for fact_id, soft_count in entity_part.items():
+        scores[fact_id] += math.tanh(0.5 * soft_count)
     for fact_id, weight in semantic_w.items():
         scores[fact_id] += weight
     for fact_id, weight in causal_w.items():
