@@ -62,7 +62,8 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     causal_w: dict[int, float] = defaultdict(float)
     for kind, bucket in (("semantic", semantic_w), ("causal", causal_w)):
         for seed, other, weight in conn.execute(
-            f"SELECT from_fact, to_fact, weight FROM links WHERE kind = ? AND from_fact IN ({marks}) "
+            "SELECT from_fact, to_fact, weight FROM links "
+            f"WHERE kind = ? AND from_fact IN ({marks}) "
             "UNION ALL SELECT to_fact, from_fact, weight FROM links "
             f"WHERE kind = ? AND to_fact IN ({marks})",
             (kind, *seeds, kind, *seeds),
