@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from memcli.bench.command import bench
 from memcli.bench.datasets import read_dataset
-from memcli.bench.runner import LOSS_CLASSES, BenchOptions, run_bench
+from memcli.bench.runner import LOSS_CLASSES, BenchOptions, CachingEmbedder, run_bench
 
 KS = (1, 5, 10)
 # A rare code at the end of a long, unrelated turn: MiniLM puts the query "KQ7Z" below the
@@ -183,6 +183,25 @@ def test_arm_ablation_changes_arm_numbers(full, dataset, embedder):
     assert rows_by_id(only_keyword)["q-code"]["loss"]["m3"] == "hit"
 
 
+def test_caching_embedder_embeds_each_text_once(embedder):
+    """LongMemEval haystacks repeat sessions across questions: a repeat must not re-embed."""
+    calls: list[list[str]] = []
+
+    class Counting:
+        name, dim = embedder.name, embedder.dim
+
+        def embed(self, texts):
+            calls.append(list(texts))
+            return embedder.embed(texts)
+
+    cached = CachingEmbedder(Counting(), max_entries=10)
+    first = cached.embed(["a cat", "a dog", "a cat"])
+    second = cached.embed(["a dog", "a bird"])
+    assert calls == [["a cat", "a dog"], ["a bird"]]
+    assert (first[1] == second[0]).all() and (first[0] == first[2]).all()
+    assert cached.name == embedder.name and (cached.hits, cached.misses) == (2, 3)
+
+
 def make_app() -> typer.Typer:
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(bench)
@@ -202,12 +221,16 @@ def test_missing_dataset_skips(tmp_path):
 def test_command_prints_table_and_writes_json(dataset, embedder, tmp_path):
     out = tmp_path / "report.json"
     args = ["--dataset", str(dataset), "--k", "1,5,10", "--arms", "semantic,keyword"]
-    result = CliRunner().invoke(make_app(), [*args, "--no-boosts", "--out", str(out)])
+    extra = ["--no-boosts", "--setting", "rrf_k=30", "--out", str(out)]
+    result = CliRunner().invoke(make_app(), [*args, *extra])
     assert result.exit_code == 0, result.output
     assert "arm keyword" in result.stdout and "R@10" in result.stdout
     report = json.loads(out.read_text())
     assert report["meta"]["options"]["boosts"] is False
     assert report["meta"]["options"]["arms"] == ["semantic", "keyword"]
+    assert report["meta"]["options"]["settings"] == {"rrf_k": 30}
     assert {row["id"] for row in report["questions"]} == {q["id"] for q in QUESTIONS}
     bad = CliRunner().invoke(make_app(), ["--dataset", str(dataset), "--arms", "vector"])
     assert bad.exit_code == 2
+    typo = CliRunner().invoke(make_app(), ["--dataset", str(dataset), "--setting", "rrfk=30"])
+    assert typo.exit_code == 2 and "unknown recall setting" in typo.output

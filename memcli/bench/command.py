@@ -7,6 +7,7 @@ runner, the readers and the models are imported inside :func:`bench`.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -69,6 +70,20 @@ def _parse_arms(text: str) -> tuple[str, ...]:
         bad = unknown[0] if unknown else text
         _fail(f"unknown arm {bad!r} (use {', '.join(ARM_NAMES)})", 2)
     return arms
+
+
+def _parse_settings(values: list[str] | None) -> dict[str, Any]:
+    """KEY=VALUE pairs; VALUE is read as JSON (numbers, objects) and else kept as a string."""
+    out: dict[str, Any] = {}
+    for value in values or []:
+        key, sep, raw = value.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--setting must be KEY=VALUE, got {value!r}", 2)
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
 
 
 def _parse_categories(values: list[str] | None) -> tuple[str, ...] | None:
@@ -182,6 +197,14 @@ def bench(
     no_boosts: Annotated[
         bool, typer.Option("--no-boosts", help="No recency/temporal/proof boosts.")
     ] = False,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--setting",
+            help="Override a recall setting for an ablation, KEY=VALUE with VALUE as JSON "
+            "(repeatable), e.g. --setting fusion=rrf.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", help="Write the full report (with per-question rows) as JSON."),
@@ -212,14 +235,25 @@ def bench(
         _fail(f"cannot tell the format of {dataset.name}; give --format", 2)
     categories = _parse_categories(category)
     arm_list = _parse_arms(arms) if arms else ARM_NAMES
+    overrides = _parse_settings(setting)
 
     from memcli.bench.datasets import iter_dataset
     from memcli.bench.report import format_table, to_json
-    from memcli.bench.runner import BenchOptions, default_ks, planned_questions, run_bench
+    from memcli.bench.runner import (
+        BenchOptions,
+        default_ks,
+        planned_questions,
+        recall_settings,
+        run_bench,
+    )
     from memcli.models import ModelError
     from memcli.recall import RecallError
 
     ks = _parse_ks(k) if k else default_ks(fmt_name)
+    try:
+        recall_settings(overrides)
+    except (TypeError, ValueError) as exc:
+        _fail(f"--setting: {exc}", 2)
     reranker_path = None if no_rerank else (reranker or os.environ.get("MEM_RERANKER") or None)
     options = BenchOptions(
         dataset=str(dataset),
@@ -233,6 +267,7 @@ def bench(
         rerank=not no_rerank,
         boosts=not no_boosts,
         reranker=reranker_path,
+        settings=overrides,
     )
     try:
         cases = iter_dataset(dataset, fmt_name)

@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from memcli.bench.metrics import (
 )
 from memcli.recall import ARMS, RecallError, RecallOptions, RecallResult, recall
 from memcli.retain import Retainer, RetainItem
+from memcli.settings import RecallSettings
 from memcli.store import Store
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "CachingEmbedder",
     "default_ks",
     "planned_questions",
+    "recall_settings",
     "run_bench",
 ]
 
@@ -99,6 +101,7 @@ class BenchOptions:
     and missing gold), across cases; a case none of whose questions is asked is not retained,
     so ``--limit 20`` on LoCoMo retains one conversation. In LongMemEval a case is a question.
     ``session_level`` None means "score sessions too when the format is LongMemEval".
+    ``settings`` overrides fields of :class:`~memcli.settings.RecallSettings` by name.
     """
 
     dataset: str = ""
@@ -118,6 +121,9 @@ class BenchOptions:
     # LoCoMo category 5 is adversarial: its "evidence" does not answer the question.
     skip_categories: tuple[str, ...] = field(default_factory=tuple)
     embed_cache_size: int = 500_000
+    # RecallSettings fields to override for an ablation (e.g. {"fusion": "rrf"}); recorded in
+    # the report so a row can be re-run exactly.
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def wants_sessions(self) -> bool:
         """Session-level scores are LongMemEval's protocol; elsewhere they only add noise."""
@@ -126,7 +132,7 @@ class BenchOptions:
         return self.format == "longmemeval"
 
     def skipped_categories(self) -> tuple[str, ...]:
-        """Categories never scored: the explicit list, plus LoCoMo's adversarial category 5."""
+        """Categories never scored: the explicit list if given, else LoCoMo's category 5."""
         if self.skip_categories:
             return self.skip_categories
         return ("5",) if self.format == "locomo" else ()
@@ -134,7 +140,8 @@ class BenchOptions:
 
 @dataclass
 class BenchProgress:
-    """One progress report; ``questions_total`` is None while the dataset is streamed."""
+    """One progress report. ``questions_total`` is the ``limit`` (None without one): the runner
+    never reads ahead, so a caller that wants a total for a whole file counts it itself."""
 
     phase: str  # "retain", "recall" or "done"
     case_id: str
@@ -190,6 +197,19 @@ class CachingEmbedder:
 # --------------------------------------------------------------------------------------------
 # Question selection
 # --------------------------------------------------------------------------------------------
+
+
+def recall_settings(overrides: dict[str, Any]) -> RecallSettings:
+    """The default recall settings with ``overrides`` applied; unknown names are a ValueError,
+    so a misspelt ablation fails before any case is retained instead of silently measuring the
+    defaults."""
+    known = {f.name for f in fields(RecallSettings)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown recall setting {unknown[0]!r} (known: {', '.join(sorted(known))})"
+        )
+    return replace(RecallSettings(), **overrides)
 
 
 def _skip_reason(question: BenchQuestion, options: BenchOptions) -> str | None:
@@ -426,6 +446,7 @@ def run_bench(
         arms=tuple(options.arms),
     )
     validate(base)
+    settings = recall_settings(options.settings)
     if options.loss_k < 1 or not options.ks or min(options.ks) < 1:
         raise ValueError("k values must be positive")
     started = time.perf_counter()
@@ -497,7 +518,13 @@ def run_bench(
                     opts = RecallOptions(**{**asdict(base), "now": question.now or case_now})
                     try:
                         result = recall(
-                            store, BANK, question.query, opts, embedder=model, reranker=reranker
+                            store,
+                            BANK,
+                            question.query,
+                            opts,
+                            embedder=model,
+                            reranker=reranker,
+                            settings=settings,
                         )
                     except RecallError as exc:
                         scorer.skip(case, question, "recall-error", str(exc))
