@@ -11,12 +11,13 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
 from memcli import __version__
 from memcli.bench.command import bench as bench_command
+from memcli.cliutil import Budget, fail
 from memcli.paths import resolve_db_path
 
 app = typer.Typer(
@@ -26,12 +27,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-class Budget(str, Enum):
-    low = "low"
-    mid = "mid"
-    high = "high"
 
 
 class OutputFormat(str, Enum):
@@ -54,12 +49,6 @@ class State:
 
 
 state = State()
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    """One line on stderr and a non-zero exit."""
-    typer.echo(f"mem: error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def info(message: str) -> None:

@@ -13,11 +13,13 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
-__all__ = ["BenchBudget", "BenchFormat", "bench"]
+from memcli.cliutil import Budget, fail
+
+__all__ = ["BenchFormat", "bench"]
 
 ARM_NAMES = ("semantic", "keyword", "graph", "temporal")
 
@@ -26,18 +28,6 @@ class BenchFormat(str, Enum):
     locomo = "locomo"
     longmemeval = "longmemeval"
     jsonl = "jsonl"
-
-
-class BenchBudget(str, Enum):
-    low = "low"
-    mid = "mid"
-    high = "high"
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    """One line on stderr, like every other mem command."""
-    typer.echo(f"mem: error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def _guess_format(path: Path) -> str | None:
@@ -57,9 +47,9 @@ def _parse_ks(text: str) -> tuple[int, ...]:
     try:
         ks = sorted({int(part) for part in text.replace(" ", "").split(",") if part})
     except ValueError:
-        _fail(f"--k must be comma-separated positive integers, got {text!r}", 2)
+        fail(f"--k must be comma-separated positive integers, got {text!r}", 2)
     if not ks or ks[0] < 1:
-        _fail(f"--k must be comma-separated positive integers, got {text!r}", 2)
+        fail(f"--k must be comma-separated positive integers, got {text!r}", 2)
     return tuple(ks)
 
 
@@ -68,7 +58,7 @@ def _parse_arms(text: str) -> tuple[str, ...]:
     unknown = [a for a in arms if a not in ARM_NAMES]
     if unknown or not arms:
         bad = unknown[0] if unknown else text
-        _fail(f"unknown arm {bad!r} (use {', '.join(ARM_NAMES)})", 2)
+        fail(f"unknown arm {bad!r} (use {', '.join(ARM_NAMES)})", 2)
     return arms
 
 
@@ -78,7 +68,7 @@ def _parse_settings(values: list[str] | None) -> dict[str, Any]:
     for value in values or []:
         key, sep, raw = value.partition("=")
         if not sep or not key.strip():
-            _fail(f"--setting must be KEY=VALUE, got {value!r}", 2)
+            fail(f"--setting must be KEY=VALUE, got {value!r}", 2)
         try:
             out[key.strip()] = json.loads(raw)
         except ValueError:
@@ -183,8 +173,8 @@ def bench(
         ),
     ] = None,
     budget: Annotated[
-        BenchBudget, typer.Option(help="Candidates per arm: low 100, mid 300, high 1000.")
-    ] = BenchBudget.mid,
+        Budget, typer.Option(help="Candidates per arm: low 100, mid 300, high 1000.")
+    ] = Budget.mid,
     max_tokens: Annotated[int, typer.Option(min=1, help="Token budget of each recall.")] = 4096,
     arms: Annotated[
         str | None,
@@ -229,10 +219,10 @@ def bench(
         typer.echo(message, err=True)
         raise typer.Exit(1 if strict else 0)
     if dataset.is_dir():
-        _fail(f"--dataset is a directory: {dataset}", 2)
+        fail(f"--dataset is a directory: {dataset}", 2)
     fmt_name = fmt.value if fmt is not None else _guess_format(dataset)
     if fmt_name is None:
-        _fail(f"cannot tell the format of {dataset.name}; give --format", 2)
+        fail(f"cannot tell the format of {dataset.name}; give --format", 2)
     categories = _parse_categories(category)
     arm_list = _parse_arms(arms) if arms else ARM_NAMES
     overrides = _parse_settings(setting)
@@ -253,7 +243,7 @@ def bench(
     try:
         recall_settings(overrides)
     except (TypeError, ValueError) as exc:
-        _fail(f"--setting: {exc}", 2)
+        fail(f"--setting: {exc}", 2)
     reranker_path = None if no_rerank else (reranker or os.environ.get("MEM_RERANKER") or None)
     options = BenchOptions(
         dataset=str(dataset),
@@ -279,7 +269,7 @@ def bench(
         elif limit is not None:
             total = limit
     except (OSError, ValueError) as exc:
-        _fail(f"cannot read {dataset}: {exc}")
+        fail(f"cannot read {dataset}: {exc}")
 
     try:
         from memcli.models.embedder import load_embedder
@@ -291,16 +281,16 @@ def bench(
 
             cross = load_reranker(reranker_path)
     except ModelError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
     try:
         summary = run_bench(
             cases, options, embedder=embedder, reranker=cross, progress=_Progress(total)
         )
     except RecallError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     except ValueError as exc:  # a streamed dataset can turn out malformed midway
-        _fail(f"{dataset}: {exc}")
+        fail(f"{dataset}: {exc}")
 
     typer.echo(format_table(summary), nl=False)
     if out is not None:
@@ -308,7 +298,7 @@ def bench(
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(to_json(summary), encoding="utf-8")
         except OSError as exc:
-            _fail(f"cannot write {out}: {exc.strerror or exc}")
+            fail(f"cannot write {out}: {exc.strerror or exc}")
         typer.echo(f"mem bench: report written to {out}", err=True)
     scored = sum(v for key, v in summary["counts"].items() if key.startswith("scored:"))
     if scored == 0:
