@@ -83,7 +83,7 @@ def to_json_obj(result: RecallResult, trace: bool = False) -> dict[str, Any]:
 
 def trace_obj(result: RecallResult) -> dict[str, Any]:
     return {
-        "scores": "reranker" if result.reranker else "synthetic (RRF order, no reranker)",
+        "scores": "reranker" if result.reranker else "synthetic (fusion score / best, no reranker)",
         "arms": {
             name: {
                 "seconds": round(arm.seconds, 6),
@@ -116,7 +116,8 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
     RRF score, reranker score, each boost and the final score; then the window and timings."""
     head = (
         f"{'#':>3} {'id':>6} {'sem':>4} {'kw':>4} {'grph':>4} {'temp':>4} {'rrf':>7} "
-        f"{'rrf#':>4} {'rerank':>7} {'recncy':>6} {'tempo':>6} {'proof':>6} {'final':>7}  text"
+        f"{'fused':>6} {'fus#':>4} {'rerank':>7} {'recncy':>6} {'tempo':>6} {'proof':>6} "
+        f"{'final':>7}  text"
     )
     lines = [head, "-" * len(head)]
 
@@ -131,14 +132,15 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
         lines.append(
             f"{c.final_rank:>3} {c.fact_id:>6} {rank(c.ranks.get('semantic')):>4} "
             f"{rank(c.ranks.get('keyword')):>4} {rank(c.ranks.get('graph')):>4} "
-            f"{rank(c.ranks.get('temporal')):>4} {c.rrf:>7.4f} {c.rrf_rank:>4} {rr:>7} "
+            f"{rank(c.ranks.get('temporal')):>4} {c.rrf:>7.4f} {c.fused:>6.3f} "
+            f"{c.rrf_rank:>4} {rr:>7} "
             f"{c.recency:>6.3f} {c.temporal:>6.3f} {c.proof:>6.3f} {c.final:>7.4f}  {text}"
         )
     lines.append("")
     scores = (
         f"reranker: {result.reranker}"
         if result.reranker
-        else "reranker: none - base scores are synthetic, in RRF order (1 - 0.9 x rank/(n-1))"
+        else "reranker: none - base scores are synthetic: fusion score / the best one's"
     )
     lines.append(scores)
     window = result.time_window

@@ -221,6 +221,9 @@ def test_ctrl_c_during_import_keeps_committed_batches(db_path, tmp_path):
         [sys.executable, "-m", "memcli", "--db", str(db_path), "retain", "--jsonl", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # A test run from a background job inherits SIGINT as ignored, and Python then installs
+        # no KeyboardInterrupt handler: give the child the default, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 120
     while time.time() < deadline and p.poll() is None:
