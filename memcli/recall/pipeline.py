@@ -17,9 +17,16 @@ from memcli.blocks import memory_block
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, rerank, scoring, semantic, temporal
 from memcli.recall.filters import FactFilter
-from memcli.recall.types import ARMS, ArmContext, ArmResult, RecallOptions, RecallResult
+from memcli.recall.types import (
+    ARMS,
+    TAG_MODES,
+    ArmContext,
+    ArmResult,
+    RecallOptions,
+    RecallResult,
+)
 from memcli.settings import BUDGETS, RERANK_CAPS, RecallSettings
-from memcli.store import Store, StoreError
+from memcli.store import FACT_TYPES, Store, StoreError
 from memcli.timeparse import parse_query_window
 
 
@@ -37,9 +44,6 @@ def validate(options: RecallOptions) -> None:
     unknown = [a for a in options.arms if a not in ARMS]
     if unknown or not options.arms:
         raise RecallError(f"unknown arm {unknown[0] if unknown else ''!r} (use {', '.join(ARMS)})")
-    from memcli.recall.types import TAG_MODES
-    from memcli.store import FACT_TYPES
-
     if options.tags_match not in TAG_MODES:
         raise RecallError(f"unknown --tags-match {options.tags_match!r} ({', '.join(TAG_MODES)})")
     for t in options.types or []:
@@ -78,7 +82,7 @@ def recall(
     wanted = set(options.arms)
     arms: dict[str, ArmResult] = {}
 
-    def timed(name: str, fn, *args) -> ArmResult:
+    def timed(fn, *args) -> ArmResult:
         t0 = time.perf_counter()
         out = fn(*args)
         out.seconds = time.perf_counter() - t0
@@ -88,7 +92,7 @@ def recall(
     with ThreadPoolExecutor(max_workers=2) as pool:
         keyword_future = None
         if "keyword" in wanted:
-            keyword_future = pool.submit(_keyword_on_own_connection, store, ctx, timed)
+            keyword_future = pool.submit(_on_own_connection, store, ctx, timed, keyword.run)
         if needs_vector:
             t0 = time.perf_counter()
             model = (
@@ -96,14 +100,15 @@ def recall(
             )
             ctx.query_vec = model.embed([query])[0]
             timings["embed"] = time.perf_counter() - t0
-        sem = timed("semantic", semantic.run, ctx)
+        # The graph arm expands the semantic hits, so semantic runs whenever either is wanted.
+        sem = timed(semantic.run, ctx) if wanted & {"semantic", "graph"} else None
         if "semantic" in wanted:
             arms["semantic"] = sem
         temporal_future = None
         if "temporal" in wanted:
             temporal_future = pool.submit(_on_own_connection, store, ctx, timed, temporal.run)
         if "graph" in wanted:
-            arms["graph"] = timed("graph", graph.run, ctx, sem)
+            arms["graph"] = timed(graph.run, ctx, sem)
         if temporal_future is not None:
             arms["temporal"] = temporal_future.result()
         if keyword_future is not None:
@@ -167,16 +172,12 @@ def recall(
     )
 
 
-def _keyword_on_own_connection(store: Store, ctx: ArmContext, timed) -> ArmResult:
-    return _on_own_connection(store, ctx, timed, keyword.run)
-
-
 def _on_own_connection(store: Store, ctx: ArmContext, timed, fn) -> ArmResult:
     """Run an arm on a second connection so it does not queue behind the main one."""
     try:
         reader = Store(store.path, create=False)
     except StoreError:
-        return timed(fn.__module__.rsplit(".", 1)[-1], fn, ctx)
+        return timed(fn, ctx)
     try:
         own = ArmContext(
             reader,
@@ -189,7 +190,7 @@ def _on_own_connection(store: Store, ctx: ArmContext, timed, fn) -> ArmResult:
             ctx.settings,
             ctx.now,
         )
-        return timed(fn.__module__.rsplit(".", 1)[-1], fn, own)
+        return timed(fn, own)
     finally:
         reader.close()
 
