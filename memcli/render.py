@@ -58,6 +58,7 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
             "recency": round(c.recency, 6),
             "temporal": round(c.temporal, 6),
             "proof": round(c.proof, 6),
+            "speaker": round(c.speaker, 6),
         },
         "ranks": {arm: c.ranks.get(arm) for arm in ARMS},
     }
@@ -94,6 +95,7 @@ def trace_obj(result: RecallResult) -> dict[str, Any]:
             }
             for name, arm in result.arms.items()
         },
+        "speakers_named": result.notes.get("speakers_named", []),
         "candidates": len(result.ranked),
         "rerank_cap": result.notes.get("rerank_cap"),
         "candidates_per_arm": result.notes.get("candidates_per_arm"),
@@ -117,7 +119,7 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
     head = (
         f"{'#':>3} {'id':>6} {'sem':>4} {'kw':>4} {'grph':>4} {'temp':>4} {'rrf':>7} "
         f"{'fused':>6} {'fus#':>4} {'rerank':>7} {'recncy':>6} {'tempo':>6} {'proof':>6} "
-        f"{'final':>7}  text"
+        f"{'spkr':>6} {'final':>7}  text"
     )
     lines = [head, "-" * len(head)]
 
@@ -134,7 +136,8 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
             f"{rank(c.ranks.get('keyword')):>4} {rank(c.ranks.get('graph')):>4} "
             f"{rank(c.ranks.get('temporal')):>4} {c.rrf:>7.4f} {c.fused:>6.3f} "
             f"{c.rrf_rank:>4} {rr:>7} "
-            f"{c.recency:>6.3f} {c.temporal:>6.3f} {c.proof:>6.3f} {c.final:>7.4f}  {text}"
+            f"{c.recency:>6.3f} {c.temporal:>6.3f} {c.proof:>6.3f} "
+            f"{c.speaker:>6.3f} {c.final:>7.4f}  {text}"
         )
     lines.append("")
     scores = (
@@ -153,6 +156,8 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
         f"candidates: {arms}; fused {len(result.ranked)}; per-arm limit "
         f"{result.notes.get('candidates_per_arm')}; rerank cap {result.notes.get('rerank_cap')}"
     )
+    named = result.notes.get("speakers_named")
+    lines.append(f"speakers named: {', '.join(named) if named else 'none'}")
     kw = result.arms.get("keyword")
     if kw is not None:
         lines.append(f"keyword terms: {' '.join(kw.notes.get('terms', [])) or '(none)'}")

@@ -519,6 +519,17 @@ class Store:
                 )
         return out
 
+    def bank_contexts(self, bank_id: int) -> list[str]:
+        """The distinct non-empty contexts (who said it, where it came from) of one bank."""
+        return [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT DISTINCT context FROM facts WHERE bank_id = ? AND context IS NOT NULL "
+                "AND context != ''",
+                (bank_id,),
+            )
+        ]
+
     def fact_count(self, bank_id: int | None = None) -> int:
         if bank_id is None:
             return self.conn.execute("SELECT count(*) FROM facts").fetchone()[0]

@@ -110,6 +110,36 @@ def test_proof_boost_only_for_observations():
     assert scoring.proof_signal(obs) == pytest.approx(0.5 + math.log(5) / 10)
 
 
+@pytest.mark.parametrize(
+    "query, named",
+    [
+        ("What did Caroline paint?", {"caroline"}),
+        ("caroline's painting", {"caroline"}),  # any case, possessive
+        ("Did CAROLINE and Mel talk?", {"caroline", "mel"}),
+        ("What did Melanie paint?", set()),  # "Mel" is not a word of it
+        ("notes from the C++ team", {"c++ team"}),  # regex characters are plain text
+        ("What did I paint?", set()),
+    ],
+)
+def test_named_contexts_are_whole_words_of_the_query(query, named):
+    assert scoring.named_contexts(query, ["Caroline", "Mel", "C++ team"]) == named
+
+
+def test_speaker_boost_by_hand():
+    named = frozenset({"caroline"})
+    assert scoring.speaker_signal(fact(context="Caroline"), named) == 1.0
+    assert scoring.speaker_signal(fact(context="Mel"), named) == 0.0
+    assert scoring.speaker_signal(fact(context=None), named) == 0.0
+    assert scoring.speaker_signal(fact(context="Mel"), frozenset()) == 0.5
+    now = datetime(2026, 1, 1)
+    said, other = Candidate(1, {}, {}, base=0.5), Candidate(2, {}, {}, base=0.6)
+    said.fact, other.fact = fact(id=1, context="Caroline"), fact(id=2, context="Mel")
+    ranked = scoring.apply([other, said], now, None, RecallSettings(), named=named)
+    # 0.5 x 1.1 x recency > 0.6 x 0.9 x recency: the named speaker's memory moves up
+    assert [c.fact_id for c in ranked] == [1, 2]
+    assert (said.speaker, other.speaker) == pytest.approx((1.1, 0.9))
+
+
 def test_final_score_is_the_product_of_base_and_boosts():
     now = datetime(2026, 11, 20)
     c = Candidate(1, {}, {}, base=0.8)

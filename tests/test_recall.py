@@ -185,11 +185,29 @@ def test_json_contract(store, remember, embedder):
         "ranks",
     }
     assert first["source_id"] == "n2" and first["context"] == "Maya"
-    assert set(first["scores"]) == {"rrf", "reranker", "recency", "temporal", "proof"}
+    assert set(first["scores"]) == {"rrf", "reranker", "recency", "temporal", "proof", "speaker"}
     assert set(first["ranks"]) == {"semantic", "keyword", "graph", "temporal"}
     assert first["scores"]["reranker"] is None
     assert obj["total_tokens"] == sum(r["tokens"] for r in obj["results"])
     assert "synthetic" in obj["trace"]["scores"]
+
+
+def test_a_named_speaker_own_memory_comes_first(store, remember, embedder):
+    day = datetime(2026, 6, 1)
+    remember(
+        [
+            RetainItem("I just got back from hiking in the Alps.", context="Sam", timestamp=day),
+            RetainItem("Hiking in the Alps sounds amazing!", context="Priya", timestamp=day),
+        ]
+    )
+    unnamed = run(store, embedder, "hiking in the Alps")
+    assert unnamed.notes["speakers_named"] == []
+    assert {c.speaker for c in unnamed.ranked} == {1.0}
+    for who in ("Sam", "Priya"):
+        result = run(store, embedder, f"What did {who} say about hiking in the Alps?")
+        assert result.notes["speakers_named"] == [who.lower()]
+        assert result.results[0].fact.context == who
+        assert [c.speaker for c in result.ranked] == pytest.approx([1.1, 0.9])
 
 
 def test_budget_cuts_by_tokens(store, remember, embedder):

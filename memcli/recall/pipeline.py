@@ -136,7 +136,8 @@ def recall(
     timings["rerank"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    ranked = scoring.apply(candidates, now, window, settings, enabled=options.boosts)
+    named = scoring.named_contexts(query, store.bank_contexts(bank_id))
+    ranked = scoring.apply(candidates, now, window, settings, enabled=options.boosts, named=named)
     timings["scoring"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -167,6 +168,7 @@ def recall(
         notes={
             "rerank_cap": RERANK_CAPS[options.budget],
             "candidates_per_arm": limit,
+            "speakers_named": sorted(named),
             "settings": settings.to_json(),
         },
     )

@@ -1,9 +1,19 @@
-"""Boosts on top of the reranker score: final = base x recency x temporal x proof, where each
-boost = 1 + alpha x (signal - 0.5), so a neutral signal (0.5) leaves the score unchanged."""
+"""Boosts on top of the reranker score: final = base x recency x temporal x proof x speaker,
+where each boost = 1 + alpha x (signal - 0.5), so a neutral signal (0.5) leaves the score
+unchanged.
+
+The speaker boost is ours, not the reference design's. A question about a person ("What did
+Caroline paint?") is usually answered by that person's own memories, yet no arm sees who said
+what: a speaker's name is on half the facts of a two-person conversation, so its BM25 weight
+is ~0, and the embedding is dominated by the topic. On LoCoMo, 96% of the gold turns of
+questions naming one speaker were said by that speaker (base rate 50%); the boost gained ~4
+points of MRR there (bench/RESULTS.md). A query that names no speaker, or all of them, is
+unaffected."""
 
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 
 from memcli.recall.types import Candidate
@@ -42,6 +52,24 @@ def temporal_signal(fact: Fact, window: TimeSpan | None) -> float:
     return 1.0 - min(days / half_days, 1.0)
 
 
+def named_contexts(query: str, contexts: list[str]) -> frozenset[str]:
+    """The contexts (speakers, sources) a query names as whole words, lower-cased."""
+    lowered = query.lower()
+    return frozenset(
+        c.lower()
+        for c in contexts
+        if re.search(r"(?<!\w)" + re.escape(c.lower()) + r"(?!\w)", lowered)
+    )
+
+
+def speaker_signal(fact: Fact, named: frozenset[str]) -> float:
+    """1 for a memory whose context (who said it) the query names, 0 for one from another
+    context when the query names some, 0.5 when the query names none."""
+    if not named:
+        return 0.5
+    return 1.0 if (fact.context or "").lower() in named else 0.0
+
+
 def proof_signal(fact: Fact) -> float:
     """clamp(0.5 + ln(proof_count) / 10, 0, 1) for observations; 0.5 for everything else."""
     if fact.fact_type != "observation":
@@ -55,6 +83,7 @@ def apply(
     window: TimeSpan | None,
     settings: RecallSettings,
     enabled: bool = True,
+    named: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
     """Compute boosts and final scores, and return the candidates in final order."""
     for c in candidates:
@@ -66,9 +95,10 @@ def apply(
             )
             c.temporal = boost(temporal_signal(fact, window), settings.temporal_alpha)
             c.proof = boost(proof_signal(fact), settings.proof_alpha)
+            c.speaker = boost(speaker_signal(fact, named), settings.speaker_alpha)
         else:
-            c.recency = c.temporal = c.proof = 1.0
-        c.final = c.base * c.recency * c.temporal * c.proof
+            c.recency = c.temporal = c.proof = c.speaker = 1.0
+        c.final = c.base * c.recency * c.temporal * c.proof * c.speaker
     ordered = sorted(candidates, key=lambda c: (-c.final, c.rrf_rank))
     for i, c in enumerate(ordered, start=1):
         c.final_rank = i

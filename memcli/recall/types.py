@@ -84,6 +84,7 @@ class Candidate:
     recency: float = 1.0
     temporal: float = 1.0
     proof: float = 1.0
+    speaker: float = 1.0
     final: float = 0.0
     final_rank: int = 0
     tokens: int = 0
