@@ -22,7 +22,7 @@ import sqlite_vec
 
 from memcli import fts
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
 FACT_TYPES = ("world", "experience", "observation")
 LINK_KINDS = ("semantic", "temporal", "causal")
@@ -119,6 +119,8 @@ MIGRATIONS: list[str] = [
         text, context, entities, lead_in, tokenize = 'porter unicode61 remove_diacritics 2'
     );
     """,
+    # 2: recall looks up the speakers a query names (contexts_among) on every query.
+    "CREATE INDEX facts_context ON facts(bank_id, lower(context));",
 ]
 
 
@@ -519,16 +521,16 @@ class Store:
                 )
         return out
 
-    def bank_contexts(self, bank_id: int) -> list[str]:
-        """The distinct non-empty contexts (who said it, where it came from) of one bank."""
-        return [
-            row[0]
-            for row in self.conn.execute(
-                "SELECT DISTINCT context FROM facts WHERE bank_id = ? AND context IS NOT NULL "
-                "AND context != ''",
-                (bank_id,),
-            )
-        ]
+    def contexts_among(self, bank_id: int, candidates: Sequence[str]) -> list[str]:
+        """The contexts (who said it, where it came from) of one bank that equal one of
+        `candidates`, ignoring ASCII case: one index probe per candidate, never a scan."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT (SELECT context FROM facts WHERE bank_id = ? "
+            "AND lower(context) = lower(j.value) LIMIT 1) AS found "
+            "FROM json_each(?) AS j WHERE found IS NOT NULL",
+            (bank_id, json.dumps(list(candidates))),
+        )
+        return sorted(row[0] for row in rows)
 
     def fact_count(self, bank_id: int | None = None) -> int:
         if bank_id is None:

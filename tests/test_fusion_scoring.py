@@ -125,6 +125,20 @@ def test_named_contexts_are_whole_words_of_the_query(query, named):
     assert scoring.named_contexts(query, ["Caroline", "Mel", "C++ team"]) == named
 
 
+def test_query_spans_are_runs_of_whole_words_as_written():
+    assert scoring.query_spans("Did Ann-Marie call?", max_words=2) == [
+        "Did",
+        "Did Ann",
+        "Ann",
+        "Ann-Marie",
+        "Marie",
+        "Marie call",
+        "call",
+    ]
+    assert "C++ team" in scoring.query_spans("notes from the C++ team")
+    assert scoring.query_spans("?!") == []
+
+
 def test_speaker_boost_by_hand():
     named = frozenset({"caroline"})
     assert scoring.speaker_signal(fact(context="Caroline"), named) == 1.0

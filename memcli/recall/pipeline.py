@@ -136,7 +136,7 @@ def recall(
     timings["rerank"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    named = scoring.named_contexts(query, store.bank_contexts(bank_id))
+    named = scoring.named_contexts(query, store.contexts_among(bank_id, scoring.query_spans(query)))
     ranked = scoring.apply(candidates, now, window, settings, enabled=options.boosts, named=named)
     timings["scoring"] = time.perf_counter() - t0
 

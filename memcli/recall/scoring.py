@@ -52,6 +52,20 @@ def temporal_signal(fact: Fact, window: TimeSpan | None) -> float:
     return 1.0 - min(days / half_days, 1.0)
 
 
+_WORD = re.compile(r"[^\W_]+")
+
+
+def query_spans(query: str, max_words: int = 6) -> list[str]:
+    """Every run of 1 to `max_words` consecutive words of the query, as written (so "the C++
+    team" yields "C++ team"): the names a query could give, to look up among the contexts."""
+    words = [(m.start(), m.end()) for m in _WORD.finditer(query)]
+    return [
+        query[words[i][0] : words[j][1]]
+        for i in range(len(words))
+        for j in range(i, min(i + max_words, len(words)))
+    ]
+
+
 def named_contexts(query: str, contexts: list[str]) -> frozenset[str]:
     """The contexts (speakers, sources) a query names as whole words, lower-cased."""
     lowered = query.lower()
