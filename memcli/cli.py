@@ -285,7 +285,7 @@ def recall(
     ] = None,
     no_rerank: Annotated[bool, typer.Option("--no-rerank", help="Do not rerank.")] = False,
     no_boosts: Annotated[
-        bool, typer.Option("--no-boosts", help="No recency/temporal/proof boosts.")
+        bool, typer.Option("--no-boosts", help="No recency/temporal/proof/speaker boosts.")
     ] = False,
     arms: Annotated[
         str | None, typer.Option(help="Comma-separated arms to run (default all four).")

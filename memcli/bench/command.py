@@ -185,7 +185,7 @@ def bench(
         str | None, typer.Option(help="GGUF cross-encoder (RANK pooling); env MEM_RERANKER.")
     ] = None,
     no_boosts: Annotated[
-        bool, typer.Option("--no-boosts", help="No recency/temporal/proof boosts.")
+        bool, typer.Option("--no-boosts", help="No recency/temporal/proof/speaker boosts.")
     ] = False,
     setting: Annotated[
         list[str] | None,
