@@ -206,10 +206,18 @@ class Store:
         return version
 
     def _migrate(self) -> None:
-        version = self._check_version()
+        # Version and tables are read in one snapshot: a second process creating the same new
+        # file may commit the schema between two separate reads, and a stale version 0 next to
+        # fresh tables would look like a foreign database.
+        self.conn.execute("BEGIN")
+        try:
+            version = self._check_version()
+            foreign = version == 0 and self._has_foreign_tables()
+        finally:
+            self.conn.execute("COMMIT")
         if version == SCHEMA_VERSION:
             return
-        if version == 0 and self._has_foreign_tables():
+        if foreign:
             raise StoreError(f"{self.path} is an SQLite database but not a mem database")
         # WAL is a property of the file; set it once, outside a transaction.
         self.conn.execute("PRAGMA journal_mode = WAL")
@@ -519,6 +527,23 @@ class Store:
                     chunk_id=row[12],
                     entities=entity_names.get(row[0], []),
                 )
+        return out
+
+    def previous_facts(self, fact_ids: Sequence[int], max_gap_hours: float) -> dict[int, int]:
+        """For each fact, the fact stored just before it in the same bank and document (the
+        nearest lower id), if it was said at most max_gap_hours earlier."""
+        out: dict[int, int] = {}
+        for batch in _batched(list(fact_ids), 500):
+            marks = ",".join("?" * len(batch))
+            for fid, prev, gap in self.conn.execute(
+                "SELECT f.id, p.id, julianday(f.mentioned_at) - julianday(p.mentioned_at) "
+                "FROM facts f JOIN facts p ON p.id = (SELECT q.id FROM facts q WHERE "
+                "q.bank_id = f.bank_id AND q.document_id IS f.document_id AND q.id < f.id "
+                f"ORDER BY q.id DESC LIMIT 1) WHERE f.id IN ({marks})",
+                batch,
+            ):
+                if 0 <= gap * 24 <= max_gap_hours:
+                    out[fid] = prev
         return out
 
     def contexts_among(self, bank_id: int, candidates: Sequence[str]) -> list[str]:
