@@ -54,6 +54,7 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
         "score": round(c.final, 6),
         "scores": {
             "rrf": round(c.rrf, 6),
+            "reply": round(c.reply, 6),
             "reranker": None if c.reranker is None else round(c.reranker, 6),
             "recency": round(c.recency, 6),
             "temporal": round(c.temporal, 6),
@@ -118,8 +119,8 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
     RRF score, reranker score, each boost and the final score; then the window and timings."""
     head = (
         f"{'#':>3} {'id':>6} {'sem':>4} {'kw':>4} {'grph':>4} {'temp':>4} {'rrf':>7} "
-        f"{'fused':>6} {'fus#':>4} {'rerank':>7} {'recncy':>6} {'tempo':>6} {'proof':>6} "
-        f"{'spkr':>6} {'final':>7}  text"
+        f"{'reply':>5} {'fused':>6} {'fus#':>4} {'rerank':>7} {'recncy':>6} {'tempo':>6} "
+        f"{'proof':>6} {'spkr':>6} {'final':>7}  text"
     )
     lines = [head, "-" * len(head)]
 
@@ -134,7 +135,7 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
         lines.append(
             f"{c.final_rank:>3} {c.fact_id:>6} {rank(c.ranks.get('semantic')):>4} "
             f"{rank(c.ranks.get('keyword')):>4} {rank(c.ranks.get('graph')):>4} "
-            f"{rank(c.ranks.get('temporal')):>4} {c.rrf:>7.4f} {c.fused:>6.3f} "
+            f"{rank(c.ranks.get('temporal')):>4} {c.rrf:>7.4f} {c.reply:>5.3f} {c.fused:>6.3f} "
             f"{c.rrf_rank:>4} {rr:>7} "
             f"{c.recency:>6.3f} {c.temporal:>6.3f} {c.proof:>6.3f} "
             f"{c.speaker:>6.3f} {c.final:>7.4f}  {text}"

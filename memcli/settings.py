@@ -53,6 +53,12 @@ class RecallSettings:
         default_factory=lambda: {"semantic": 1.0, "keyword": 1.0, "graph": 0.2, "temporal": 0.4}
     )
 
+    # A reply gains this share of the fusion score of the fact said just before it (same
+    # document, at most reply_max_gap_hours earlier) when that fact asks a question ("?");
+    # see recall/replies.py. 0 turns it off.
+    reply_share: float = 0.3
+    reply_max_gap_hours: float = 6.0
+
     def to_json(self) -> dict:
         return asdict(self)
 

@@ -8,8 +8,10 @@ from datetime import datetime
 import pytest
 
 from memcli import render
-from memcli.recall import RecallOptions, recall
+from memcli.recall import RecallOptions, recall, replies
+from memcli.recall.types import ARMS, Candidate
 from memcli.retain import RetainItem
+from memcli.settings import RecallSettings
 
 NOW = datetime(2026, 11, 20)
 
@@ -185,7 +187,15 @@ def test_json_contract(store, remember, embedder):
         "ranks",
     }
     assert first["source_id"] == "n2" and first["context"] == "Maya"
-    assert set(first["scores"]) == {"rrf", "reranker", "recency", "temporal", "proof", "speaker"}
+    assert set(first["scores"]) == {
+        "rrf",
+        "reply",
+        "reranker",
+        "recency",
+        "temporal",
+        "proof",
+        "speaker",
+    }
     assert set(first["ranks"]) == {"semantic", "keyword", "graph", "temporal"}
     assert first["scores"]["reranker"] is None
     assert obj["total_tokens"] == sum(r["tokens"] for r in obj["results"])
@@ -232,3 +242,33 @@ def test_unknown_bank_is_an_error(store, remember, embedder):
 
     with pytest.raises(StoreError, match="unknown bank"):
         recall(store, "nope", "x", RecallOptions(), embedder=embedder)
+
+
+def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
+    t = datetime(2026, 11, 1, 10, 0)
+    remember(
+        [
+            RetainItem("So, where are you going to stay?", timestamp=t, context="Ann"),
+            RetainItem("At my aunt's place.", timestamp=t.replace(minute=1), context="Bo"),
+            RetainItem("The weather was nice.", timestamp=t.replace(minute=2), context="Ann"),
+            RetainItem("Why not?", timestamp=t.replace(day=9), context="Bo"),
+        ]
+    )
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY id")]
+    question, reply, weather, late = ids
+    # The late question is more than reply_max_gap_hours after the fact before it.
+    assert store.previous_facts(ids, 6.0) == {reply: question, weather: reply}
+
+    facts = store.facts_by_id(ids)
+    cands = []
+    for fid, fused in [(question, 1.0), (weather, 0.5), (reply, 0.4)]:
+        c = Candidate(fid, {a: None for a in ARMS}, {}, fused=fused)
+        c.fact = facts[fid]
+        cands.append(c)
+    ordered = replies.propagate(store, cands, RecallSettings(reply_share=0.3))
+    assert [c.fact_id for c in ordered] == [question, reply, weather]
+    assert ordered[1].fused == pytest.approx(0.4 + 0.3 * 1.0)
+    assert ordered[1].reply == pytest.approx(0.3)
+    assert ordered[2].fused == 0.5  # "At my aunt's place." asks nothing
+    off = replies.propagate(store, ordered, RecallSettings(reply_share=0.0))
+    assert off is ordered

@@ -15,7 +15,7 @@ from typing import Any
 from memcli import tokens
 from memcli.blocks import memory_block
 from memcli.recall import budget as budget_mod
-from memcli.recall import fusion, graph, keyword, rerank, scoring, semantic, temporal
+from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
 from memcli.recall.filters import FactFilter
 from memcli.recall.types import (
     ARMS,
@@ -126,6 +126,7 @@ def recall(
     candidates = [c for c in candidates if c.fact_id in facts]
     for c in candidates:
         c.fact = facts[c.fact_id]
+    candidates = replies.propagate(store, candidates, settings)
     timings["fusion"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

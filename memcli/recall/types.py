@@ -78,6 +78,7 @@ class Candidate:
     arm_scores: dict[str, float]
     rrf: float = 0.0
     fused: float = 0.0  # the fusion score that orders candidates (= rrf with fusion "rrf")
+    reply: float = 0.0  # share of the preceding question's fusion score, in `fused`
     rrf_rank: int = 0  # rank after fusion
     reranker: float | None = None  # real cross-encoder probability, None when not reranked
     base: float = 0.0  # reranker score, or the synthetic RRF-order score
