@@ -206,18 +206,13 @@ class Store:
         return version
 
     def _migrate(self) -> None:
-        # Version and tables are read in one snapshot: a second process creating the same new
-        # file may commit the schema between two separate reads, and a stale version 0 next to
-        # fresh tables would look like a foreign database.
-        self.conn.execute("BEGIN")
-        try:
-            version = self._check_version()
-            foreign = version == 0 and self._has_foreign_tables()
-        finally:
-            self.conn.execute("COMMIT")
+        version = self._check_version()
         if version == SCHEMA_VERSION:
             return
-        if foreign:
+        # Tables with version 0 mean a foreign database, unless another mem process committed
+        # the schema (and its version, in the same transaction) between our two reads: then a
+        # second look at the version sees it.
+        if version == 0 and self._has_foreign_tables() and self._check_version() == 0:
             raise StoreError(f"{self.path} is an SQLite database but not a mem database")
         # WAL is a property of the file; set it once, outside a transaction.
         self.conn.execute("PRAGMA journal_mode = WAL")
