@@ -54,8 +54,8 @@ class RecallSettings:
     )
 
     # A reply gains this share of the fusion score of the fact said just before it (same
-    # document, at most reply_max_gap_hours earlier) when that fact asks a question ("?");
-    # see recall/replies.py. 0 turns it off.
+    # document, another speaker, at most reply_max_gap_hours earlier) when that fact asks a
+    # question ("?"); see recall/replies.py. 0 turns it off.
     reply_share: float = 0.3
     reply_max_gap_hours: float = 6.0
 

@@ -252,23 +252,32 @@ def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
             RetainItem("At my aunt's place.", timestamp=t.replace(minute=1), context="Bo"),
             RetainItem("The weather was nice.", timestamp=t.replace(minute=2), context="Ann"),
             RetainItem("Why not?", timestamp=t.replace(day=9), context="Bo"),
+            RetainItem("It rained all week.", timestamp=t.replace(day=9, minute=1), context="Bo"),
         ]
     )
     ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY id")]
-    question, reply, weather, late = ids
-    # The late question is more than reply_max_gap_hours after the fact before it.
-    assert store.previous_facts(ids, 6.0) == {reply: question, weather: reply}
+    question, reply, weather, late, same_speaker = ids
+    # "Why not?" came more than reply_max_gap_hours after the fact before it.
+    assert store.previous_facts(ids, 6.0) == {reply: question, weather: reply, same_speaker: late}
 
     facts = store.facts_by_id(ids)
     cands = []
-    for fid, fused in [(question, 1.0), (weather, 0.5), (reply, 0.4)]:
+    for fid, fused in [
+        (question, 1.0),
+        (weather, 0.5),
+        (reply, 0.4),
+        (late, 0.9),
+        (same_speaker, 0.1),
+    ]:
         c = Candidate(fid, {a: None for a in ARMS}, {}, fused=fused)
         c.fact = facts[fid]
         cands.append(c)
     ordered = replies.propagate(store, cands, RecallSettings(reply_share=0.3))
-    assert [c.fact_id for c in ordered] == [question, reply, weather]
-    assert ordered[1].fused == pytest.approx(0.4 + 0.3 * 1.0)
-    assert ordered[1].reply == pytest.approx(0.3)
-    assert ordered[2].fused == 0.5  # "At my aunt's place." asks nothing
+    assert [c.fact_id for c in ordered] == [question, late, reply, weather, same_speaker]
+    by_id = {c.fact_id: c for c in ordered}
+    assert by_id[reply].fused == pytest.approx(0.4 + 0.3 * 1.0)
+    assert by_id[reply].reply == pytest.approx(0.3)
+    assert by_id[weather].fused == 0.5  # "At my aunt's place." asks nothing
+    assert by_id[same_speaker].fused == 0.1  # Bo going on after Bo's own question is no reply
     off = replies.propagate(store, ordered, RecallSettings(reply_share=0.0))
     assert off is ordered

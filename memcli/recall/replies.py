@@ -2,13 +2,16 @@
 
 A question like "So, where are you going to stay?" shares the query's words and topic more
 than its answer ("At my aunt's place in Boston") does, so the arms rank the question first.
-Each candidate whose preceding fact (same document, said at most reply_max_gap_hours earlier)
-asks a question gains `reply_share` x that question's fusion score, and candidates are put back
-in fusion order. It is the recall-time half of the lead-in (retain.py embeds and indexes each
-reply with what it answers); the arms still see the question first because it is shorter.
+Each candidate whose preceding fact asks a question (has a "?"), was said by another speaker
+(a different context) in the same document at most reply_max_gap_hours earlier, gains
+`reply_share` x that question's fusion score; candidates are then put back in fusion order.
+This is the recall-time half of the lead-in (retain.py embeds and indexes each reply with
+what it answers), which alone left the question above its answer.
 
 Measured on LoCoMo (bench/RESULTS.md): share 0.2 / 0.3 / 0.4 -> MRR 0.608 / 0.614 / 0.610
 from 0.586; passing a share from every preceding fact, not only questions, lost (0.572).
+Requiring another speaker costs nothing there (0.613) and keeps a note-taker's own string of
+notes (one context, or none) from being read as questions and answers.
 """
 
 from __future__ import annotations
@@ -28,8 +31,13 @@ def propagate(
     previous = store.previous_facts(list(by_id), settings.reply_max_gap_hours)
     gains = {}
     for fid, prev in previous.items():
-        question = by_id.get(prev)
-        if question is not None and question.fused > 0 and "?" in question.fact.text:
+        question, reply = by_id.get(prev), by_id[fid]
+        if (
+            question is not None
+            and question.fused > 0
+            and "?" in question.fact.text
+            and question.fact.context != reply.fact.context
+        ):
             gains[fid] = share * question.fused
     for fid, gain in gains.items():
         by_id[fid].reply = gain
