@@ -244,6 +244,39 @@ def test_unknown_bank_is_an_error(store, remember, embedder):
         recall(store, "nope", "x", RecallOptions(), embedder=embedder)
 
 
+def test_the_answer_to_a_matching_question_moves_up(store, remember, embedder):
+    t = datetime(2026, 3, 2, 18, 0)
+    remember(
+        [
+            RetainItem(
+                "Congrats on the exchange semester! Where are you going to stay in Ireland?",
+                context="Ann",
+                timestamp=t,
+            ),
+            RetainItem("Galway, in a shared flat near the harbour.", context="Bo", timestamp=t),
+            RetainItem("My cousin stayed in Ireland for a semester.", context="Ann", timestamp=t),
+        ]
+    )
+    query = "where is the stay in Ireland during the exchange semester"
+
+    def order(share: float) -> list[str]:
+        options = RecallOptions(now=NOW)
+        result = recall(
+            store,
+            "default",
+            query,
+            options,
+            embedder=embedder,
+            settings=RecallSettings(reply_share=share),
+        )
+        return [c.fact.text.split()[0] for c in result.ranked]
+
+    # The question matches best either way; its answer shares no word with the query and
+    # only moves above the look-alike with a share of the question's score.
+    assert order(0.0) == ["Congrats", "My", "Galway,"]
+    assert order(0.3) == ["Congrats", "Galway,", "My"]
+
+
 def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
     t = datetime(2026, 11, 1, 10, 0)
     remember(
