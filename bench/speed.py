@@ -3,7 +3,9 @@
     python bench/speed.py [--sizes 1000,10000] [--queries 30] [--budget mid]
 
 Facts are generated from templates (people, places, activities, dates over two years), so the
-run needs no dataset. Each size gets a fresh database in a temp folder. Prints one table.
+run needs no dataset. Each size gets a fresh database in a temp folder. Prints one table, then
+the median time of each recall phase (fusion includes reply propagation; scoring includes
+finding the speakers a query names).
 """
 
 from __future__ import annotations
@@ -90,9 +92,10 @@ def main() -> None:
             retain_s = time.perf_counter() - t0
             now = datetime(2025, 12, 1)
             latencies = []
+            phases: dict[str, list[float]] = {}
             for query in make_queries(args.queries, rng):
                 t0 = time.perf_counter()
-                recall(
+                result = recall(
                     store,
                     "default",
                     query,
@@ -100,6 +103,8 @@ def main() -> None:
                     embedder=embedder,
                 )
                 latencies.append((time.perf_counter() - t0) * 1000)
+                for phase, seconds in result.timings.items():
+                    phases.setdefault(phase, []).append(seconds * 1000)
         rows.append(
             (
                 size,
@@ -107,14 +112,18 @@ def main() -> None:
                 summary.facts / retain_s,
                 statistics.median(latencies),
                 percentile(latencies, 0.95),
+                {phase: statistics.median(v) for phase, v in phases.items()},
             )
         )
     print(
         f"{'facts':>7} {'stored':>7} {'retain facts/s':>15} {'recall p50 ms':>14} "
         f"{'recall p95 ms':>14}   (budget {args.budget}, {args.queries} queries, no reranker)"
     )
-    for size, stored, rate, p50, p95 in rows:
+    for size, stored, rate, p50, p95, _ in rows:
         print(f"{size:>7} {stored:>7} {rate:>15.1f} {p50:>14.1f} {p95:>14.1f}")
+    for size, *_, phases in rows:
+        detail = ", ".join(f"{phase} {ms:.1f}" for phase, ms in phases.items())
+        print(f"{size:>7} facts, p50 ms by phase: {detail}")
 
 
 if __name__ == "__main__":
