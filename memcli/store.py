@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -214,13 +215,26 @@ class Store:
         # second look at the version sees it.
         if version == 0 and self._has_foreign_tables() and self._check_version() == 0:
             raise StoreError(f"{self.path} is an SQLite database but not a mem database")
-        # WAL is a property of the file; set it once, outside a transaction.
-        self.conn.execute("PRAGMA journal_mode = WAL")
+        self._use_wal()
         with self.write():
             version = self.conn.execute("PRAGMA user_version").fetchone()[0]
             for target in range(version, SCHEMA_VERSION):
                 self.conn.execute(MIGRATIONS[target])
                 self.conn.execute(f"PRAGMA user_version = {target + 1}")
+
+    def _use_wal(self) -> None:
+        """Switch the file to WAL (a property of the file, set once, outside a transaction).
+        The switch needs an exclusive lock and SQLite answers SQLITE_BUSY at once instead of
+        waiting on the busy timeout, so processes creating one new file together retry."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except apsw.BusyError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     def _has_foreign_tables(self) -> bool:
         rows = self.conn.execute(

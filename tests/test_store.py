@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from datetime import datetime
 
 from memcli.retain import RetainItem
@@ -51,3 +52,32 @@ def test_contexts_among_finds_the_speakers_a_query_names(store, remember):
         )
     )
     assert "facts_context" in plan
+
+
+def _open_after(barrier, path: str, results) -> None:
+    barrier.wait()
+    try:
+        Store(path).close()
+        results.put("ok")
+    except Exception as exc:  # report it, do not hang the parent
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_creating_one_new_file_at_once_all_succeed(tmp_path):
+    # Switching a new file to WAL needs an exclusive lock, and SQLite does not wait for it on
+    # the busy timeout: openers released together used to fail with "database is locked".
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    outcomes = []
+    for trial in range(10):
+        path = str(tmp_path / f"new{trial}.db")
+        barrier = ctx.Barrier(3)
+        procs = [ctx.Process(target=_open_after, args=(barrier, path, results)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        outcomes += [results.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(60)
+        with Store(path) as store:
+            assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert outcomes == ["ok"] * 30
