@@ -125,6 +125,14 @@ MIGRATIONS: list[str] = [
 ]
 
 
+# One probe of the facts_context index per candidate name (see Store.contexts_among).
+CONTEXTS_AMONG_SQL = (
+    "SELECT DISTINCT (SELECT context FROM facts WHERE bank_id = ? "
+    "AND lower(context) = lower(j.value) LIMIT 1) AS found "
+    "FROM json_each(?) AS j WHERE found IS NOT NULL"
+)
+
+
 def iso(dt: datetime | None) -> str | None:
     return dt.isoformat(timespec="seconds") if dt is not None else None
 
@@ -558,12 +566,7 @@ class Store:
     def contexts_among(self, bank_id: int, candidates: Sequence[str]) -> list[str]:
         """The contexts (who said it, where it came from) of one bank that equal one of
         `candidates`, ignoring ASCII case: one index probe per candidate, never a scan."""
-        rows = self.conn.execute(
-            "SELECT DISTINCT (SELECT context FROM facts WHERE bank_id = ? "
-            "AND lower(context) = lower(j.value) LIMIT 1) AS found "
-            "FROM json_each(?) AS j WHERE found IS NOT NULL",
-            (bank_id, json.dumps(list(candidates))),
-        )
+        rows = self.conn.execute(CONTEXTS_AMONG_SQL, (bank_id, json.dumps(list(candidates))))
         return sorted(row[0] for row in rows)
 
     def fact_count(self, bank_id: int | None = None) -> int:

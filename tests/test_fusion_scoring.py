@@ -119,10 +119,11 @@ def test_proof_boost_only_for_observations():
         ("What did Melanie paint?", set()),  # "Mel" is not a word of it
         ("notes from the C++ team", {"c++ team"}),  # regex characters are plain text
         ("What did I paint?", set()),
+        ("Remind me what Mel said", {"mel"}),  # a function-word context ("me") names nobody
     ],
 )
 def test_named_contexts_are_whole_words_of_the_query(query, named):
-    assert scoring.named_contexts(query, ["Caroline", "Mel", "C++ team"]) == named
+    assert scoring.named_contexts(query, ["Caroline", "Mel", "C++ team", "me"]) == named
 
 
 def test_query_spans_are_runs_of_whole_words_as_written():

@@ -286,12 +286,20 @@ def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
             RetainItem("The weather was nice.", timestamp=t.replace(minute=2), context="Ann"),
             RetainItem("Why not?", timestamp=t.replace(day=9), context="Bo"),
             RetainItem("It rained all week.", timestamp=t.replace(day=9, minute=1), context="Bo"),
+            RetainItem("Lunch, anyone?", timestamp=t.replace(day=9, minute=2)),
+            RetainItem("Count me in.", timestamp=t.replace(day=9, minute=3), context="Bo"),
         ]
     )
     ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY id")]
-    question, reply, weather, late, same_speaker = ids
+    question, reply, weather, late, same_speaker, unsaid, count_me = ids
     # "Why not?" came more than reply_max_gap_hours after the fact before it.
-    assert store.previous_facts(ids, 6.0) == {reply: question, weather: reply, same_speaker: late}
+    assert store.previous_facts(ids, 6.0) == {
+        reply: question,
+        weather: reply,
+        same_speaker: late,
+        unsaid: same_speaker,
+        count_me: unsaid,
+    }
 
     facts = store.facts_by_id(ids)
     cands = []
@@ -301,16 +309,27 @@ def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
         (reply, 0.4),
         (late, 0.9),
         (same_speaker, 0.1),
+        (unsaid, 0.8),
+        (count_me, 0.05),
     ]:
         c = Candidate(fid, {a: None for a in ARMS}, {}, fused=fused)
         c.fact = facts[fid]
         cands.append(c)
     ordered = replies.propagate(store, cands, RecallSettings(reply_share=0.3))
-    assert [c.fact_id for c in ordered] == [question, late, reply, weather, same_speaker]
+    assert [c.fact_id for c in ordered] == [
+        question,
+        late,
+        unsaid,
+        reply,
+        weather,
+        same_speaker,
+        count_me,
+    ]
     by_id = {c.fact_id: c for c in ordered}
     assert by_id[reply].fused == pytest.approx(0.4 + 0.3 * 1.0)
     assert by_id[reply].reply == pytest.approx(0.3)
     assert by_id[weather].fused == 0.5  # "At my aunt's place." asks nothing
     assert by_id[same_speaker].fused == 0.1  # Bo going on after Bo's own question is no reply
+    assert by_id[count_me].fused == 0.05  # a question nobody is named as asking has no answer
     off = replies.propagate(store, ordered, RecallSettings(reply_share=0.0))
     assert off is ordered

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 from datetime import datetime
 
 from memcli.retain import RetainItem
-from memcli.store import SCHEMA_VERSION, Store
+from memcli.store import CONTEXTS_AMONG_SQL, SCHEMA_VERSION, Store
 
 DAY = datetime(2026, 6, 1)
 
@@ -47,11 +48,10 @@ def test_contexts_among_finds_the_speakers_a_query_names(store, remember):
     plan = " ".join(
         str(row)
         for row in store.conn.execute(
-            "EXPLAIN QUERY PLAN SELECT context FROM facts WHERE bank_id = 1 "
-            "AND lower(context) = lower('sam') LIMIT 1"
+            "EXPLAIN QUERY PLAN " + CONTEXTS_AMONG_SQL, (bank, json.dumps(["sam"]))
         )
     )
-    assert "facts_context" in plan
+    assert "USING INDEX facts_context" in plan and "SCAN facts" not in plan
 
 
 def _open_after(barrier, path: str, results) -> None:

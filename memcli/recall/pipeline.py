@@ -137,7 +137,11 @@ def recall(
     timings["rerank"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    named = scoring.named_contexts(query, store.contexts_among(bank_id, scoring.query_spans(query)))
+    named = (
+        scoring.named_contexts(query, store.contexts_among(bank_id, scoring.query_spans(query)))
+        if options.boosts
+        else frozenset()
+    )
     ranked = scoring.apply(candidates, now, window, settings, enabled=options.boosts, named=named)
     timings["scoring"] = time.perf_counter() - t0
 

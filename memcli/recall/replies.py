@@ -3,7 +3,8 @@
 A question like "So, where are you going to stay?" shares the query's words and topic more
 than its answer ("At my aunt's place in Boston") does, so the arms rank the question first.
 Each candidate whose preceding fact asks a question (has a "?"), was said by another speaker
-(a different context) in the same document at most reply_max_gap_hours earlier, gains
+(both facts have a context and they differ) in the same document (or both in none) at most
+reply_max_gap_hours earlier, gains
 `reply_share` x that question's fusion score; candidates are then put back in fusion order.
 This is the recall-time half of the lead-in (retain.py embeds and indexes each reply with
 what it answers), which alone left the question above its answer.
@@ -36,6 +37,8 @@ def propagate(
             question is not None
             and question.fused > 0
             and "?" in question.fact.text
+            and question.fact.context
+            and reply.fact.context
             and question.fact.context != reply.fact.context
         ):
             gains[fid] = share * question.fused
