@@ -86,6 +86,13 @@ def item_from_json(obj: Any, defaults: dict[str, Any]) -> RetainItem:
     )
 
 
+def _json_line(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg})") from exc
+
+
 def items_from_jsonl(
     raw: str, defaults: dict[str, Any], skip_invalid: bool = False
 ) -> tuple[list[RetainItem], int]:
@@ -96,11 +103,7 @@ def items_from_jsonl(
         if not line.strip():
             continue
         try:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not JSON ({exc.msg})") from exc
-            items.append(item_from_json(obj, defaults))
+            items.append(item_from_json(_json_line(line), defaults))
         except ValueError as exc:
             if skip_invalid:
                 invalid += 1
@@ -133,9 +136,9 @@ def recall_requests(
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"line {number}: not JSON ({exc.msg})") from exc
+            obj = _json_line(line)
+        except ValueError as exc:
+            raise InputError(f"line {number}: {exc}") from exc
         if not isinstance(obj, dict) or not isinstance(obj.get("query"), str):
             raise InputError(f'line {number}: needs a "query" string')
         changes: dict[str, Any] = {}

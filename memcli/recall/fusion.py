@@ -13,7 +13,7 @@ The order, though, comes from `settings.fusion`:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from memcli.recall.types import ARMS, ArmResult, Candidate
 
@@ -36,7 +36,7 @@ def rrf(
             cand.rrf += 1.0 / (k + rank / weight)
     for cand in fused.values():
         cand.fused = cand.rrf
-    return _ordered(fused.values())
+    return in_fusion_order(fused.values())
 
 
 def min_max(arm: ArmResult) -> dict[int, float]:
@@ -62,7 +62,7 @@ def score_fusion(
             sum(weights.get(name, 1.0) * s.get(cand.fact_id, 0.0) for name, s in scaled.items())
             / total
         )
-    return _ordered(candidates)
+    return in_fusion_order(candidates)
 
 
 def fuse(
@@ -80,7 +80,8 @@ def fuse(
     return candidates
 
 
-def _ordered(candidates) -> list[Candidate]:
+def in_fusion_order(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Candidates by fusion score (ties: RRF, then lower fact id), rrf_rank set to match."""
     ordered = sorted(candidates, key=lambda c: (-c.fused, -c.rrf, c.fact_id))
     for i, cand in enumerate(ordered, start=1):
         cand.rrf_rank = i

@@ -17,6 +17,7 @@ notes (one context, or none) from being read as questions and answers.
 
 from __future__ import annotations
 
+from memcli.recall import fusion
 from memcli.recall.types import Candidate
 from memcli.settings import RecallSettings
 from memcli.store import Store
@@ -45,7 +46,4 @@ def propagate(
     for fid, gain in gains.items():
         by_id[fid].reply = gain
         by_id[fid].fused += gain
-    ordered = sorted(candidates, key=lambda c: (-c.fused, -c.rrf, c.fact_id))
-    for i, cand in enumerate(ordered, start=1):
-        cand.rrf_rank = i
-    return ordered
+    return fusion.in_fusion_order(candidates)
