@@ -79,11 +79,11 @@ def main_options(
     state.bank = bank
 
 
-def _open_store(create: bool):
+def _open_store(create: bool, readonly: bool = False):
     from memcli.store import Store, StoreError
 
     try:
-        return Store(state.db, create=create)
+        return Store(state.db, create=create, readonly=readonly)
     except StoreError as exc:
         fail(str(exc))
     except Exception as exc:  # apsw errors on unreadable files, permissions, ...
@@ -153,6 +153,13 @@ def retain(
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Skip bad JSONL lines instead of failing.")
     ] = False,
+    append: Annotated[
+        bool,
+        typer.Option(
+            "--append",
+            help="Add the items to their existing documents instead of replacing them.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print what was stored as JSON.")] = False,
 ) -> None:
     """Remember text: split it into facts, find entities and dates, link and embed them."""
@@ -193,24 +200,18 @@ def retain(
     if not items:
         fail("nothing to retain: give text, '-' for stdin, --file or --jsonl")
 
-    store = _open_store(create=True)
-    retainer = Retainer(store, state.bank, _load_embedder(), keep_stored=as_json)
-    retainer.summary.invalid = invalid
-    progress = None
-    bar = None
-    if sys.stderr.isatty() and len(items) > 64:
-        import click
+    from memcli import progress as progress_mod
+    from memcli.store import StoreError
 
-        bar = click.progressbar(length=len(items), label="retaining", file=sys.stderr)
-        bar.__enter__()
-        progress = bar.update
+    store = _open_store(create=True)
     try:
-        summary = retainer.retain(items, progress)
-    except RetainError as exc:
+        retainer = Retainer(store, state.bank, _load_embedder(), keep_stored=as_json, append=append)
+        retainer.summary.invalid = invalid
+        with progress_mod.bar(len(items), "retaining") as advance:
+            summary = retainer.retain(items, advance)
+    except (RetainError, StoreError) as exc:
         fail(str(exc))
     finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
         store.close()
     if as_json:
         typer.echo(
@@ -406,8 +407,18 @@ app.command("bench")(bench_command)
 
 
 def main() -> None:
+    """The console entry point. No traceback reaches a user: an error the library did not
+    turn into a one-line message is still printed as one line (MEM_DEBUG=1 shows the
+    traceback, for bug reports)."""
     try:
         app()
     except KeyboardInterrupt:
         typer.echo("mem: interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - last line of defence, see docstring
+        if os.environ.get("MEM_DEBUG"):
+            raise
+        from memcli.cliutil import describe_unexpected
+
+        typer.echo(f"mem: error: {describe_unexpected(exc)}", err=True)
+        sys.exit(1)

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from memcli.recall.types import ARMS, RecallOptions
-from memcli.retain import RetainItem
-from memcli.store import FACT_TYPES
+from memcli.retain import RetainError, RetainItem, check_item
+from memcli.store import FACT_TYPES, check_bank_name
 from memcli.timeparse import parse_when
 
 
@@ -28,7 +28,7 @@ def items_from_text(text: str, origin: str | None, defaults: dict[str, Any]) -> 
     if not text.strip():
         raise InputError(f"{origin or 'text'} is empty: nothing to retain")
     _check_type(defaults.get("fact_type"), origin or "--type")
-    return RetainItem(
+    item = RetainItem(
         text=text,
         source_id=origin,
         timestamp=defaults.get("timestamp"),
@@ -37,6 +37,10 @@ def items_from_text(text: str, origin: str | None, defaults: dict[str, Any]) -> 
         fact_type=defaults.get("fact_type"),
         document_id=defaults.get("document_id"),
     )
+    try:
+        return check_item(item)
+    except RetainError as exc:
+        raise InputError(f"{origin or 'text'}: {exc}") from None
 
 
 def _check_type(value: Any, where: str) -> None:
@@ -48,6 +52,12 @@ def item_from_json(obj: Any, defaults: dict[str, Any]) -> RetainItem:
     """One JSONL object -> RetainItem; raises ValueError with a short reason."""
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
+    unknown = sorted(set(obj) - ITEM_KEYS)
+    if unknown:
+        raise ValueError(
+            f"unknown key {unknown[0]!r} (keys: {', '.join(sorted(ITEM_KEYS))}; "
+            'put anything else in "metadata")'
+        )
     text = obj.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ValueError('missing or empty "text"')
@@ -71,19 +81,35 @@ def item_from_json(obj: Any, defaults: dict[str, Any]) -> RetainItem:
     metadata = obj.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise ValueError('"metadata" must be an object')
-    source_id = obj.get("id")
-    document_id = obj.get("document_id", defaults.get("document_id"))
+    source_id = _scalar(obj, "id", None)
+    document_id = _scalar(obj, "document_id", defaults.get("document_id"))
     context = obj.get("context", defaults.get("context"))
-    return RetainItem(
+    if context is not None and not isinstance(context, str):
+        raise ValueError('"context" must be a string')
+    item = RetainItem(
         text=text,
-        source_id=None if source_id is None else str(source_id),
+        source_id=source_id,
         timestamp=timestamp,
-        context=None if context is None else str(context),
+        context=context,
         tags=tags,
         fact_type=fact_type,
-        document_id=None if document_id is None else str(document_id),
+        document_id=document_id,
         metadata=metadata,
     )
+    try:
+        return check_item(item)
+    except RetainError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _scalar(obj: dict, key: str, default: Any) -> str | None:
+    """An id field: a string, or a number taken as its decimal form."""
+    value = obj.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f'"{key}" must be a string or an integer')
+    return str(value)
 
 
 def _json_line(line: str) -> Any:
@@ -127,42 +153,109 @@ OPTION_KEYS = {
 }
 
 
+REQUEST_KEYS = {"id", "query", "now", "bank", "type", "arms", *OPTION_KEYS}
+
+
+def _check_text(value: str, what: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} contains an invalid character (a lone surrogate)") from None
+
+
+def _string_list(value: Any, key: str) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f'"{key}" must be a string or a list of strings')
+    for v in value:
+        _check_text(v, f'"{key}"')
+    return value
+
+
+def recall_request(
+    obj: Any, base: RecallOptions, default_bank: str
+) -> tuple[Any, str, str, RecallOptions]:
+    """One recall request object -> (id, bank, query, options); raises ValueError naming the
+    bad key. A request's own options win over `base`."""
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    unknown = sorted(set(obj) - REQUEST_KEYS)
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} (keys: {', '.join(sorted(REQUEST_KEYS))})")
+    query = obj.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError('needs a non-empty "query" string')
+    _check_text(query, '"query"')
+    changes: dict[str, Any] = {}
+    if obj.get("now") is not None:
+        if not isinstance(obj["now"], str):
+            raise ValueError('"now" must be a date string')
+        changes["now"] = parse_when(obj["now"])
+    for key, kind in OPTION_KEYS.items():
+        if key in obj and obj[key] is not None:
+            value = obj[key]
+            if kind is list:
+                changes[key] = _string_list(value, key)
+                continue
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
+                raise ValueError(f'"{key}" must be {_KIND_NAMES[kind]}')
+            if isinstance(value, str):
+                _check_text(value, f'"{key}"')
+            changes[key] = value
+    if obj.get("type") is not None:
+        changes["types"] = _string_list(obj["type"], "type")
+    if obj.get("arms") is not None:
+        arms = obj["arms"]
+        arms = arms.split(",") if isinstance(arms, str) else arms
+        if not isinstance(arms, list) or not all(isinstance(a, str) for a in arms):
+            raise ValueError('"arms" must be a comma-separated string or a list of arm names')
+        arms = [a.strip() for a in arms]
+        bad = [a for a in arms if a not in ARMS]
+        if bad or not arms:
+            raise ValueError(f"unknown arm {bad[0] if bad else ''!r} (use {', '.join(ARMS)})")
+        changes["arms"] = tuple(arms)
+    bank = obj.get("bank", default_bank)
+    if not isinstance(bank, str):
+        raise ValueError('"bank" must be a string')
+    check_bank_name_value(bank)
+    request_id = obj.get("id")
+    if request_id is not None and not isinstance(request_id, (str, int)):
+        raise ValueError('"id" must be a string or an integer')
+    if isinstance(request_id, str):
+        _check_text(request_id, '"id"')
+    return request_id, bank, query, replace(base, **changes)
+
+
+_KIND_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def check_bank_name_value(bank: str) -> None:
+    from memcli.store import StoreError
+
+    try:
+        check_bank_name(bank)
+    except StoreError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def recall_requests(
     raw: str, base: RecallOptions, default_bank: str
 ) -> list[tuple[Any, str, str, RecallOptions]]:
-    """Parse a recall batch: (id, bank, query, options) per line; a line's own options win."""
+    """Parse and check a whole recall batch before any query runs: (id, bank, query,
+    options) per line. A bad line fails the batch with its line number."""
+    from memcli.recall.pipeline import RecallError, validate
+
     out = []
     for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            obj = _json_line(line)
-        except ValueError as exc:
-            raise InputError(f"line {number}: {exc}") from exc
-        if not isinstance(obj, dict) or not isinstance(obj.get("query"), str):
-            raise InputError(f'line {number}: needs a "query" string')
-        changes: dict[str, Any] = {}
-        try:
-            if obj.get("now") is not None:
-                changes["now"] = parse_when(str(obj["now"]))
-            for key, kind in OPTION_KEYS.items():
-                if key in obj and obj[key] is not None:
-                    value = obj[key]
-                    if kind is float and isinstance(value, int):
-                        value = float(value)
-                    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                        raise ValueError(f'"{key}" must be {kind.__name__}')
-                    changes[key] = value
-            if "type" in obj:
-                changes["types"] = [obj["type"]]
-            if "arms" in obj:
-                arms = obj["arms"]
-                arms = arms.split(",") if isinstance(arms, str) else arms
-                if not all(a in ARMS for a in arms):
-                    raise ValueError(f"unknown arm in {arms!r}")
-                changes["arms"] = tuple(arms)
-        except ValueError as exc:
-            raise InputError(f"line {number}: {exc}") from exc
-        bank = obj.get("bank", default_bank)
-        out.append((obj.get("id"), str(bank), obj["query"], replace(base, **changes)))
+            request = recall_request(_json_line(line), base, default_bank)
+            validate(request[3])
+        except (ValueError, RecallError) as exc:
+            raise InputError(f"line {number}: {exc}") from None
+        out.append(request)
     return out

@@ -1,19 +1,31 @@
 """Retain: input items -> facts (split, dated, entities, links, embedded) -> the store.
 
-Each batch of items is one write transaction: a failure or Ctrl-C inside a batch rolls it back
-whole, and batches already committed stay. Embedding (the slow part) runs before the
-transaction opens, so a concurrent writer waits only for the quick inserts.
+Three steps per batch: prepare (pure: split, dates, entities, hashes, lead-ins; then
+embedding, before any lock is taken), link (nearest facts by vector and by time, causal
+cues) and write (one transaction).
+
+What a retain call promises:
+- Every item is checked before the first write; a bad one fails the call with nothing
+  written.
+- Items of no document commit one transaction per batch: Ctrl-C keeps the committed
+  batches and nothing else.
+- Items with a document id form that document, across all batches of the call. Its new
+  version is written into a staging bank that recall never reads, and swapped in for the
+  old version in one transaction at the end: until then recall sees the old version whole,
+  and an interrupted or killed call leaves it whole. With `append`, items are added to the
+  existing document instead.
+- Identical content (same words, speaker, type and times) is stored once per document (and
+  once among the facts of no document); a sentence two documents share belongs to both.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -21,8 +33,8 @@ import numpy as np
 from memcli import entities as entity_mod
 from memcli.settings import RetainSettings
 from memcli.split import split_text, starts_with_cause
-from memcli.store import FACT_TYPES, Store, iso
-from memcli.timeparse import TimeSpan, extract_fact_time
+from memcli.store import FACT_TYPES, Store, content_hash, iso
+from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
 
 
 class RetainError(ValueError):
@@ -78,12 +90,14 @@ class _PendingFact:
     item: RetainItem
     chunks: list[str]  # the item's raw chunks; this fact came from chunks[chunk_index]
     text: str
+    index_in_item: int
     chunk_index: int
     caused_by: int | None  # index into the same item's facts
     fact_type: str
     span: TimeSpan | None
     entity_names: list[str]
     content_hash: str
+    mentioned_at: datetime
     embedding: np.ndarray | None = None
     lead_in: str | None = None
 
@@ -96,10 +110,75 @@ def guess_fact_type(text: str) -> str:
     return "experience" if _FIRST_PERSON.search(text) else "world"
 
 
-def content_hash(text: str, context: str | None, fact_type: str) -> str:
-    normal = " ".join(text.lower().split())
-    key = f"{fact_type}\x1f{(context or '').strip().lower()}\x1f{normal}"
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+# -- validation ---------------------------------------------------------------------------
+
+
+def _check_string(value: str, what: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start]
+        raise RetainError(
+            f"{what} contains an invalid character (lone surrogate U+{ord(bad):04X})"
+        ) from None
+    if "\x00" in value:
+        raise RetainError(f"{what} contains a NUL character")
+
+
+def _check_json_value(value: Any, what: str) -> None:
+    if isinstance(value, str):
+        _check_string(value, what)
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            _check_string(str(key), f"{what} key")
+            _check_json_value(inner, f"{what}.{key}")
+    elif isinstance(value, list):
+        for inner in value:
+            _check_json_value(inner, what)
+    elif value is not None and not isinstance(value, (bool, int, float)):
+        raise RetainError(f"{what} holds a {type(value).__name__}, not JSON")
+
+
+def has_visible_text(text: str) -> bool:
+    """True when the text has at least one character that is neither space nor control."""
+    return any(not ch.isspace() and unicodedata.category(ch)[0] != "C" for ch in text)
+
+
+def check_item(item: RetainItem) -> RetainItem:
+    """Raise RetainError for an item that cannot be stored; return it with its times as
+    naive UTC (the store's form). Pure: called for every item before the first write."""
+    if not isinstance(item.text, str):
+        raise RetainError("text must be a string")
+    _check_string(item.text, "text")
+    if not has_visible_text(item.text):
+        raise RetainError("text is empty or only control characters")
+    for name in ("source_id", "context", "document_id"):
+        value = getattr(item, name)
+        if value is not None:
+            if not isinstance(value, str):
+                raise RetainError(f"{name} must be a string")
+            _check_string(value, name)
+    if item.context is not None and not has_visible_text(item.context):
+        item.context = None
+    if item.document_id is not None and not item.document_id.strip():
+        raise RetainError("document_id is empty")
+    if not isinstance(item.tags, list) or not all(isinstance(t, str) for t in item.tags):
+        raise RetainError("tags must be a list of strings")
+    for tag in item.tags:
+        _check_string(tag, "tag")
+    if item.fact_type is not None and item.fact_type not in FACT_TYPES:
+        raise RetainError(f"unknown type {item.fact_type!r} (use {', '.join(FACT_TYPES)})")
+    if not isinstance(item.metadata, dict):
+        raise RetainError("metadata must be an object")
+    _check_json_value(item.metadata, "metadata")
+    if item.timestamp is not None:
+        if not isinstance(item.timestamp, datetime):
+            raise RetainError("timestamp must be a datetime")
+        item.timestamp = to_utc_naive(item.timestamp)
+    return item
+
+
+# -- prepare ------------------------------------------------------------------------------
 
 
 def embed_text(
@@ -125,8 +204,54 @@ def embed_text(
     return head + text + tail
 
 
+def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> list[_PendingFact]:
+    """Split one checked item into facts with their types, times, entities and hashes."""
+    mentioned = item.timestamp or now
+    chunks, facts = split_text(item.text, settings.fact_max_words, settings.chunk_max_words)
+    out: list[_PendingFact] = []
+    for position, fact in enumerate(facts):
+        fact_type = item.fact_type or guess_fact_type(fact.text)
+        span = extract_fact_time(fact.text, mentioned)
+        out.append(
+            _PendingFact(
+                item=item,
+                chunks=chunks,
+                text=fact.text,
+                index_in_item=position,
+                chunk_index=fact.chunk_index,
+                caused_by=fact.caused_by,
+                fact_type=fact_type,
+                span=span,
+                entity_names=entity_mod.extract_entities(fact.text),
+                content_hash=content_hash(
+                    fact.text,
+                    item.context,
+                    fact_type,
+                    mentioned,
+                    span.start if span else None,
+                    span.end if span else None,
+                ),
+                mentioned_at=mentioned,
+            )
+        )
+    return out
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+
+
+@dataclass
+class _Target:
+    """Where an item's facts go: a bank (real or staging) and a document row."""
+
+    bank_id: int
+    document_row: int | None
+
+
 class Retainer:
-    """Stores items into one bank of a store, batch by batch."""
+    """Stores items into one bank of a store (see the module docstring for what it
+    promises). One Retainer is one retain call."""
 
     def __init__(
         self,
@@ -137,16 +262,21 @@ class Retainer:
         settings: RetainSettings | None = None,
         now: datetime | None = None,
         keep_stored: bool = False,
+        append: bool = False,
     ) -> None:
         self.store = store
         self.bank = bank
         self.embedder = embedder
         self.settings = settings or RetainSettings()
-        self.now = now or datetime.utcnow().replace(microsecond=0)
+        self.now = to_utc_naive(now) if now is not None else _utcnow()
         self.keep_stored = keep_stored
+        self.append = append
         self.summary = RetainSummary()
-        self._replaced_documents: set[str] = set()
-        self._vectors: _VectorIndex | None = None
+        self._staging_bank: int | None = None
+        self._staged_docs: dict[str, int] = {}
+        # Facts of live documents this call replaces: they will be gone, so nothing links
+        # to them.
+        self._replaced_fact_ids: set[int] = set()
         self._entity_cache: dict[str, int] = {}
         # The last fact stored by this retain call: a next item that opens with "Because ..."
         # or "So ..." (a dialog reply) is causally linked to it.
@@ -160,34 +290,50 @@ class Retainer:
         items: Iterable[RetainItem],
         progress: Callable[[int], None] | None = None,
     ) -> RetainSummary:
-        """Store all items, one transaction per batch. Ctrl-C keeps committed batches."""
+        """Store all items. Raises RetainError (nothing written) for a bad item."""
         started = _clock()
+        items = list(items)
+        for number, item in enumerate(items, start=1):
+            try:
+                check_item(item)
+            except RetainError as exc:
+                where = item.source_id or f"item {number}"
+                raise RetainError(f"{where}: {exc}") from None
         try:
+            with self.store.atomic():
+                self.store.purge_abandoned_staging()
             for batch in _batches(items, self.settings.batch_items):
                 self.retain_batch(batch)
                 if progress:
                     progress(len(batch))
+            self._publish()
         except KeyboardInterrupt:
             self.summary.interrupted = True
+            self._discard_staging()
+        except BaseException:
+            self._discard_staging()
+            raise
         finally:
             self.summary.seconds = _clock() - started
         return self.summary
 
     def retain_batch(self, items: list[RetainItem]) -> None:
-        pending = [p for item in items for p in self._prepare(item)]
+        pending = [p for item in items for p in prepare_item(item, self.now, self.settings)]
         self._embed(pending)
         try:
-            with self.store.write():
+            with self.store.atomic():
                 bank_id = self.store.ensure_bank(self.bank, self.now)
                 if pending:
-                    self.store.ensure_vector_table(self.embedder.name, self.embedder.dim)
-                if self._vectors is None:
-                    self._vectors = _VectorIndex(*self.store.bank_vectors(bank_id))
-                counts = self._insert(bank_id, items, pending)
+                    self.store.ensure_vectors(
+                        bank_id,
+                        self.embedder.name,
+                        getattr(self.embedder, "fingerprint", None),
+                        self.embedder.dim,
+                    )
+                counts = self._write(bank_id, items, pending)
         except BaseException:
-            # Entities and vectors of a rolled-back batch do not exist: forget them.
+            # Entities of a rolled-back batch do not exist: forget them.
             self._entity_cache.clear()
-            self._vectors = None
             raise
         # Only now that the transaction committed do the counts become true.
         self.summary.items += len(items)
@@ -195,35 +341,45 @@ class Retainer:
         for key, value in counts.items():
             setattr(self.summary, key, getattr(self.summary, key) + value)
 
-    # -- steps ----------------------------------------------------------------------------
+    # -- staging --------------------------------------------------------------------------
 
-    def _prepare(self, item: RetainItem) -> list[_PendingFact]:
-        if not item.text or not item.text.strip():
-            raise RetainError("empty text")
-        if item.fact_type is not None and item.fact_type not in FACT_TYPES:
-            raise RetainError(f"unknown type {item.fact_type!r} (use {', '.join(FACT_TYPES)})")
-        mentioned = item.timestamp or self.now
-        chunks, facts = split_text(
-            item.text, self.settings.fact_max_words, self.settings.chunk_max_words
-        )
-        out: list[_PendingFact] = []
-        for fact in facts:
-            fact_type = item.fact_type or guess_fact_type(fact.text)
-            names = entity_mod.extract_entities(fact.text)
-            out.append(
-                _PendingFact(
-                    item=item,
-                    chunks=chunks,
-                    text=fact.text,
-                    chunk_index=fact.chunk_index,
-                    caused_by=fact.caused_by,
-                    fact_type=fact_type,
-                    span=extract_fact_time(fact.text, mentioned),
-                    entity_names=names,
-                    content_hash=content_hash(fact.text, item.context, fact_type),
-                )
-            )
-        return out
+    def _target(self, bank_id: int, item: RetainItem) -> _Target:
+        doc = item.document_id
+        if doc is None:
+            return _Target(bank_id, None)
+        store = self.store
+        if self.append:
+            return _Target(bank_id, store.ensure_document(bank_id, doc, self.now))
+        if self._staging_bank is None:
+            self._staging_bank = store.create_staging_bank(bank_id, self.now)
+        row = self._staged_docs.get(doc)
+        if row is None:
+            row = self._staged_docs[doc] = store.ensure_document(self._staging_bank, doc, self.now)
+            live = store.document_row(bank_id, doc)
+            if live is not None:
+                self._replaced_fact_ids.update(store.document_fact_ids(live))
+        return _Target(self._staging_bank, row)
+
+    def _publish(self) -> None:
+        if self._staging_bank is None:
+            return
+        with self.store.atomic():
+            bank_id = self.store.require_bank(self.bank)
+            replaced = self.store.publish_staging(self._staging_bank, bank_id)
+        self._staging_bank = None
+        self.summary.documents_replaced += len(replaced)
+
+    def _discard_staging(self) -> None:
+        if self._staging_bank is None:
+            return
+        try:
+            with self.store.atomic():
+                self.store.discard_staging(self._staging_bank)
+        except BaseException:  # noqa: BLE001 - the next writer purges it; keep the first error
+            pass
+        self._staging_bank = None
+
+    # -- prepare (lead-ins, embedding) -----------------------------------------------------
 
     def _lead_ins(self, pending: list[_PendingFact]) -> list[str | None]:
         """For each fact, the item said just before its item in this retain call, when the two
@@ -266,63 +422,51 @@ class Retainer:
         for p, v in zip(pending, vectors):
             p.embedding = v
 
-    def _insert(
+    # -- write ----------------------------------------------------------------------------
+
+    def _write(
         self, bank_id: int, items: list[RetainItem], pending: list[_PendingFact]
     ) -> dict[str, int]:
         store = self.store
-        counts = {"facts": 0, "duplicates": 0, "documents_replaced": 0, "entities": 0, "links": 0}
-        document_rows: dict[str, int] = {}
-        for item in items:
-            doc = item.document_id
-            if doc is None or doc in document_rows:
-                continue
-            if doc in self._replaced_documents:
-                row = store.conn.execute(
-                    "SELECT id FROM documents WHERE bank_id = ? AND external_id = ?",
-                    (bank_id, doc),
-                ).fetchone()
-                document_rows[doc] = row[0]
-            else:
-                existed = store.conn.execute(
-                    "SELECT 1 FROM documents WHERE bank_id = ? AND external_id = ?",
-                    (bank_id, doc),
-                ).fetchone()
-                document_rows[doc] = store.replace_document(bank_id, doc, self.now)
-                counts["documents_replaced"] += 1 if existed else 0
-                self._replaced_documents.add(doc)
-
-        existing = store.existing_hashes(bank_id, [p.content_hash for p in pending])
+        counts = {"facts": 0, "duplicates": 0, "entities": 0, "links": 0}
+        targets = {id(item): self._target(bank_id, item) for item in items}
+        seen: dict[tuple[int, int | None], set[str]] = {}
+        by_target: dict[tuple[int, int | None], list[_PendingFact]] = {}
+        for p in pending:
+            t = targets[id(p.item)]
+            by_target.setdefault((t.bank_id, t.document_row), []).append(p)
+        for (target_bank, doc_row), group in by_target.items():
+            seen[(target_bank, doc_row)] = store.existing_hashes(
+                target_bank, doc_row, [p.content_hash for p in group]
+            )
         chunk_rows: dict[tuple[int, int], int] = {}
         ids_by_item_fact: dict[tuple[int, int], int] = {}
         link_rows: list[tuple[int, int, str, float]] = []
-        index_in_item: dict[int, int] = {}
         for p in pending:
             key = id(p.item)
-            position = index_in_item.get(key, 0)
-            index_in_item[key] = position + 1
-            if p.content_hash in existing:
+            target = targets[key]
+            hashes = seen[(target.bank_id, target.document_row)]
+            if p.content_hash in hashes:
                 counts["duplicates"] += 1
                 continue
-            existing.add(p.content_hash)
-            doc_row = document_rows.get(p.item.document_id) if p.item.document_id else None
+            hashes.add(p.content_hash)
             chunk_key = (key, p.chunk_index)
             if chunk_key not in chunk_rows:
                 chunk_rows[chunk_key] = store.insert_chunk(
-                    bank_id, doc_row, p.item.source_id, p.chunks[p.chunk_index]
+                    target.bank_id, target.document_row, p.item.source_id, p.chunks[p.chunk_index]
                 )
-            mentioned = p.item.timestamp or self.now
             fact_id = store.insert_fact(
-                bank_id=bank_id,
+                bank_id=target.bank_id,
                 text=p.text,
                 context=p.item.context,
                 fact_type=p.fact_type,
-                mentioned_at=mentioned,
+                mentioned_at=p.mentioned_at,
                 occurred_start=p.span.start if p.span else None,
                 occurred_end=p.span.end if p.span else None,
                 tags=p.item.tags,
                 metadata=p.item.metadata,
                 source_id=p.item.source_id,
-                document_id=doc_row,
+                document_id=target.document_row,
                 chunk_id=chunk_rows[chunk_key],
                 content_hash=p.content_hash,
                 entity_names=p.entity_names,
@@ -330,25 +474,27 @@ class Retainer:
                 now=self.now,
                 lead_in=p.lead_in,
             )
-            ids_by_item_fact[(key, position)] = fact_id
-            counts["entities"] += self._link_entities(bank_id, fact_id, p.entity_names, mentioned)
+            ids_by_item_fact[(key, p.index_in_item)] = fact_id
+            counts["entities"] += self._link_entities(
+                bank_id, fact_id, p.entity_names, p.mentioned_at
+            )
             if p.caused_by is not None and (key, p.caused_by) in ids_by_item_fact:
                 link_rows.append((fact_id, ids_by_item_fact[(key, p.caused_by)], "causal", 1.0))
-            elif position == 0 and self._last_fact_id and starts_with_cause(p.text):
+            elif p.index_in_item == 0 and self._last_fact_id and starts_with_cause(p.text):
                 link_rows.append((fact_id, self._last_fact_id, "causal", 1.0))
             self._last_fact_id = fact_id
-            link_rows.extend(self._semantic_links(fact_id, p.embedding))
-            link_rows.extend(self._temporal_links(bank_id, fact_id, p.span, mentioned))
-            self._vectors.add(fact_id, p.embedding)
+            link_rows.extend(self._semantic_links(bank_id, fact_id, p.embedding))
+            link_rows.extend(self._temporal_links(bank_id, fact_id, p.span, p.mentioned_at))
             counts["facts"] += 1
             if self.keep_stored:
                 self.summary.stored.append(
                     {
                         "id": fact_id,
                         "source_id": p.item.source_id,
+                        "document_id": p.item.document_id,
                         "text": p.text,
                         "type": p.fact_type,
-                        "mentioned_at": iso(mentioned),
+                        "mentioned_at": iso(p.mentioned_at),
                         "occurred_start": iso(p.span.start) if p.span else None,
                         "occurred_end": iso(p.span.end) if p.span else None,
                         "entities": p.entity_names,
@@ -361,14 +507,31 @@ class Retainer:
 
     # -- links and entities -----------------------------------------------------------------
 
-    def _semantic_links(self, fact_id: int, vec: np.ndarray) -> list[tuple[int, int, str, float]]:
+    def _link_banks(self, bank_id: int) -> list[int]:
+        """Where a new fact's neighbours live: the bank, and this call's staged documents."""
+        return [bank_id] if self._staging_bank is None else [bank_id, self._staging_bank]
+
+    def _semantic_links(
+        self, bank_id: int, fact_id: int, vec: np.ndarray
+    ) -> list[tuple[int, int, str, float]]:
         """New fact -> its nearest existing facts with cosine >= the floor (weight = cosine)."""
-        assert self._vectors is not None
         s = self.settings
+        found: list[tuple[int, float]] = []
+        # A few extra, since the fact itself and facts about to be replaced are dropped.
+        k = s.semantic_link_top + 1 + min(len(self._replaced_fact_ids), s.semantic_link_top)
+        for bank in self._link_banks(bank_id):
+            found.extend(self.store.nearest(bank, vec, k))
+        found = [
+            (other, sim)
+            for other, sim in found
+            if sim >= s.semantic_link_floor
+            and other != fact_id
+            and other not in self._replaced_fact_ids
+        ]
+        found.sort(key=lambda pair: -pair[1])
         return [
             (fact_id, other, "semantic", round(sim, 4))
-            for other, sim in self._vectors.nearest(vec, s.semantic_link_top, s.semantic_link_floor)
-            if other != fact_id
+            for other, sim in found[: s.semantic_link_top]
         ]
 
     def _temporal_links(
@@ -377,119 +540,72 @@ class Retainer:
         """New fact -> up to N facts on each side in time, within a hard gap cutoff."""
         s = self.settings
         when = span.start if span else mentioned
-        rows: list[tuple[int, int, str, float]] = []
-        for op, order in (("<=", "DESC"), (">", "ASC")):
-            for other, event_time in self.store.conn.execute(
-                f"SELECT id, event_time FROM facts WHERE bank_id = ? AND id != ? "
-                f"AND event_time {op} ? ORDER BY event_time {order} LIMIT ?",
-                (bank_id, fact_id, iso(when), s.temporal_link_per_side),
+        before: list[tuple[float, int]] = []
+        after: list[tuple[float, int]] = []
+        extra = min(len(self._replaced_fact_ids), s.temporal_link_per_side)
+        for bank in self._link_banks(bank_id):
+            for other, event_time in self.store.facts_near_in_time(
+                bank, when, s.temporal_link_per_side + extra, fact_id
             ):
-                hours = abs((datetime.fromisoformat(event_time) - when).total_seconds()) / 3600
-                if hours > s.temporal_link_max_hours:
-                    break
+                if other in self._replaced_fact_ids:
+                    continue
+                hours = abs((event_time - when).total_seconds()) / 3600
+                if hours <= s.temporal_link_max_hours:
+                    (before if event_time <= when else after).append((hours, other))
+        rows: list[tuple[int, int, str, float]] = []
+        for side in (before, after):
+            side.sort()
+            for hours, other in side[: s.temporal_link_per_side]:
                 weight = max(s.temporal_link_floor, 1.0 - hours / 24.0)
                 rows.append((fact_id, other, "temporal", round(weight, 4)))
         return rows
 
     def _link_entities(self, bank_id: int, fact_id: int, names: list[str], seen: datetime) -> int:
-        """Resolve each name to an entity (fuzzy, see entities.py) and tie it to the fact.
-        Returns how many new entities were created."""
+        """Resolve each name to an entity of the bank (fuzzy, see entities.py) and tie it to
+        the fact. Returns how many new entities were created."""
         created = 0
         resolved: list[int] = []
-        conn = self.store.conn
+        store = self.store
         for name in names:
             key = name.lower()
             entity_id = self._entity_cache.get(key)
             if entity_id is None:
                 entity_id = self._resolve(bank_id, name, set(resolved), seen)
             if entity_id is None:
-                conn.execute(
-                    "INSERT INTO entities(bank_id, name, first_seen, last_seen, mention_count) "
-                    "VALUES(?, ?, ?, ?, 0)",
-                    (bank_id, name, iso(seen), iso(seen)),
+                entity_id = store.insert_entity(
+                    bank_id, name, seen, entity_mod.candidate_keys(name)
                 )
-                entity_id = conn.last_insert_rowid()
-                self._add_keys(entity_id, name)
                 created += 1
             elif key not in self._entity_cache:
-                self._add_alias(entity_id, name)
+                store.add_entity_alias(entity_id, name, entity_mod.candidate_keys(name))
             self._entity_cache[key] = entity_id
             if entity_id in resolved:
                 continue
             resolved.append(entity_id)
-            conn.execute(
-                "INSERT OR IGNORE INTO fact_entities(fact_id, entity_id) VALUES(?, ?)",
-                (fact_id, entity_id),
-            )
-            conn.execute(
-                "UPDATE entities SET mention_count = mention_count + 1, "
-                "last_seen = max(coalesce(last_seen, ?), ?), "
-                "first_seen = min(coalesce(first_seen, ?), ?) WHERE id = ?",
-                (iso(seen), iso(seen), iso(seen), iso(seen), entity_id),
-            )
+            store.mention_entity(fact_id, entity_id, seen)
         return created
 
     def _resolve(self, bank_id: int, name: str, context_ids: set[int], now: datetime) -> int | None:
-        keys = entity_mod.candidate_keys(name)
-        if not keys:
-            return None
-        marks = ",".join("?" * len(keys))
-        conn = self.store.conn
-        rows = conn.execute(
-            "SELECT e.id, e.name, e.aliases, e.last_seen FROM entity_keys k "
-            f"JOIN entities e ON e.id = k.entity_id WHERE k.key IN ({marks}) AND e.bank_id = ? "
-            # Rows that match the whole name first, so a common token cannot push them out.
-            "GROUP BY e.id ORDER BY max(k.key = ?) DESC, e.mention_count DESC LIMIT 50",
-            (*keys, bank_id, keys[0]),
-        ).fetchall()
+        rows = self.store.entity_candidates(bank_id, entity_mod.candidate_keys(name))
         if not rows:
             return None
         # The common case, a name seen before, needs no scoring.
         lowered = name.lower()
-        exact = [r[0] for r in rows if lowered in {n.lower() for n in (r[1], *json.loads(r[2]))}]
+        exact = [r[0] for r in rows if lowered in {n.lower() for n in (r[1], *r[2])}]
         if len(exact) == 1:
             return exact[0]
-        candidates = []
-        for eid, ename, aliases, last_seen in rows:
-            # Co-occurrence over the entity's latest facts only: bounded for hub entities.
-            co = {
-                r[0]
-                for r in conn.execute(
-                    "SELECT DISTINCT b.entity_id FROM (SELECT fact_id FROM fact_entities "
-                    "WHERE entity_id = ? ORDER BY fact_id DESC LIMIT 200) a "
-                    "JOIN fact_entities b ON a.fact_id = b.fact_id WHERE b.entity_id != ?",
-                    (eid, eid),
-                )
-            }
-            candidates.append(
-                entity_mod.EntityCandidate(
-                    id=eid,
-                    name=ename,
-                    aliases=json.loads(aliases),
-                    last_seen=datetime.fromisoformat(last_seen) if last_seen else None,
-                    cooccurring=co,
-                )
+        candidates = [
+            entity_mod.EntityCandidate(
+                id=eid,
+                name=ename,
+                aliases=aliases,
+                last_seen=last_seen,
+                # Co-occurrence over the entity's latest facts only: bounded for hub entities.
+                cooccurring=self.store.cooccurring_entities(eid),
             )
+            for eid, ename, aliases, last_seen in rows
+        ]
         return entity_mod.resolve_entity(name, candidates, context_ids, now)
-
-    def _add_keys(self, entity_id: int, name: str) -> None:
-        self.store.conn.executemany(
-            "INSERT OR IGNORE INTO entity_keys(key, entity_id) VALUES(?, ?)",
-            [(k, entity_id) for k in entity_mod.candidate_keys(name)],
-        )
-
-    def _add_alias(self, entity_id: int, name: str) -> None:
-        row = self.store.conn.execute(
-            "SELECT name, aliases FROM entities WHERE id = ?", (entity_id,)
-        ).fetchone()
-        aliases = json.loads(row[1])
-        if name.lower() != row[0].lower() and name.lower() not in {a.lower() for a in aliases}:
-            aliases.append(name)
-            self.store.conn.execute(
-                "UPDATE entities SET aliases = ? WHERE id = ?",
-                (json.dumps(aliases, ensure_ascii=False), entity_id),
-            )
-            self._add_keys(entity_id, name)
 
 
 def _batches(items: Iterable[RetainItem], size: int) -> Iterator[list[RetainItem]]:
@@ -519,35 +635,3 @@ def describe_span(span: TimeSpan) -> str:
     if days <= 366.01:
         return "in " + span.start.strftime("%Y")
     return span.start.strftime("%Y") + " to " + span.end.strftime("%Y")
-
-
-class _VectorIndex:
-    """The bank's unit vectors in one growable matrix, for retain-time semantic links."""
-
-    def __init__(self, ids: np.ndarray, vecs: np.ndarray) -> None:
-        self.size = len(ids)
-        dim = vecs.shape[1] if vecs.ndim == 2 and vecs.shape[1] else 0
-        capacity = max(1024, 2 * self.size)
-        self._ids = np.zeros(capacity, dtype=np.int64)
-        self._vecs = np.zeros((capacity, dim), dtype=np.float32)
-        self._ids[: self.size] = ids
-        if self.size:
-            self._vecs[: self.size] = vecs
-
-    def add(self, fact_id: int, vec: np.ndarray) -> None:
-        vec = np.asarray(vec, dtype=np.float32)
-        if self._vecs.shape[1] == 0:
-            self._vecs = np.zeros((len(self._ids), vec.shape[0]), dtype=np.float32)
-        if self.size == len(self._ids):
-            self._ids = np.concatenate([self._ids, np.zeros_like(self._ids)])
-            self._vecs = np.vstack([self._vecs, np.zeros_like(self._vecs)])
-        self._ids[self.size] = fact_id
-        self._vecs[self.size] = vec
-        self.size += 1
-
-    def nearest(self, vec: np.ndarray, top: int, floor: float) -> list[tuple[int, float]]:
-        if self.size == 0:
-            return []
-        sims = self._vecs[: self.size] @ np.asarray(vec, dtype=np.float32)
-        idx = np.argpartition(-sims, top)[:top] if self.size > top else np.arange(self.size)
-        return [(int(self._ids[i]), float(sims[i])) for i in idx if sims[i] >= floor]

@@ -137,7 +137,7 @@ def test_a_db_that_is_not_sqlite_is_left_untouched(tmp_path):
 
 def test_unknown_bank_and_missing_db_on_recall(db_path):
     r = mem(db_path, "recall", "anything")
-    assert r.exit_code == 1 and "no mem database" in r.stderr
+    assert r.exit_code == 1 and "no mem store" in r.stderr
     mem(db_path, "retain", "hello world")
     r = mem(db_path, "--bank", "work", "recall", "anything")
     assert r.exit_code == 1 and "unknown bank 'work'" in r.stderr

@@ -6,8 +6,9 @@ import json
 import multiprocessing
 from datetime import datetime
 
-from memcli.retain import RetainItem
-from memcli.store import CONTEXTS_AMONG_SQL, SCHEMA_VERSION, Store
+from memcli.retain import Retainer, RetainItem
+from memcli.store import APPLICATION_ID, CONTEXTS_AMONG_SQL, SCHEMA_VERSION, Store
+from memcli.store.schema import MIGRATIONS
 
 DAY = datetime(2026, 6, 1)
 
@@ -16,15 +17,75 @@ def index_names(store: Store) -> set[str]:
     return {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
 
 
-def test_a_version_1_file_is_migrated_in_place_and_keeps_its_facts(db_path, store, remember):
-    remember("Sam moved to Lisbon.", context="Sam", timestamp=DAY)
-    # Make the file look as version 1 wrote it: no context index.
-    store.conn.execute("DROP INDEX facts_context; PRAGMA user_version = 1")
-    store.close()
-    with Store(db_path) as again:
-        assert again.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
-        assert "facts_context" in index_names(again)
-        assert again.fact_count() == 1
+def _write_version_2_file(path, embedder) -> None:
+    """A store exactly as mem's schema 2 wrote it: the shipped migration SQL, and rows the
+    way the old retain inserted them (bank-wide content hashes, one embedder in meta)."""
+    import apsw
+    import sqlite_vec
+
+    conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.execute(MIGRATIONS[0])
+    conn.execute(MIGRATIONS[1])
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute(
+        "CREATE VIRTUAL TABLE fact_vec USING vec0(fact_id INTEGER PRIMARY KEY, "
+        "bank_id INTEGER PARTITION KEY, fact_type TEXT, embedding float[384] "
+        "distance_metric=cosine)"
+    )
+    conn.execute(
+        "INSERT INTO meta VALUES('embedder', ?), ('embedding_dim', '384')", (embedder.name,)
+    )
+    conn.execute("INSERT INTO banks(id, name, created_at) VALUES(1, 'default', '2026-01-01')")
+    conn.execute(
+        "INSERT INTO documents(id, bank_id, external_id, created_at) "
+        "VALUES(1, 1, 'notes', '2026-01-01')"
+    )
+    texts = ["Sam moved to Lisbon.", "Sam works at the harbour."]
+    for i, (text, vec) in enumerate(zip(texts, embedder.embed(texts)), start=1):
+        conn.execute(
+            "INSERT INTO facts(id, bank_id, text, context, fact_type, mentioned_at, "
+            "event_time, content_hash, created_at, document_id) "
+            "VALUES(?, 1, ?, 'Sam', 'world', '2026-06-01T00:00:00', '2026-06-01T00:00:00', "
+            "?, '2026-06-01T00:00:00', 1)",
+            (i, text, f"oldhash{i}"),
+        )
+        conn.execute(
+            "INSERT INTO fact_fts(rowid, text, context, entities, lead_in) "
+            "VALUES(?, ?, 'Sam', 'Sam', '')",
+            (i, text),
+        )
+        conn.execute("INSERT INTO fact_vec VALUES(?, 1, 'world', ?)", (i, vec.tobytes()))
+    conn.execute("INSERT INTO links VALUES(2, 1, 'semantic', 0.8)")
+    conn.close()
+
+
+def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, embedder):
+    _write_version_2_file(db_path, embedder)
+    with Store(db_path) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 3
+        assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert {"facts_context", "facts_dedupe"} <= index_names(store)
+        bank = store.require_bank("default")
+        facts = store.facts_by_id([1, 2], bank)
+        assert [facts[i].text for i in (1, 2)] == [
+            "Sam moved to Lisbon.",
+            "Sam works at the harbour.",
+        ]
+        assert facts[1].document_id == "notes" and facts[1].valid_from is not None
+        assert store.link_count() == 1 and len(store.vectors_for([1, 2])) == 2
+        # Hashes are recomputed the new way, so re-retaining the same fact is a duplicate.
+        assert "oldhash1" not in {
+            r[0] for r in store.conn.execute("SELECT content_hash FROM facts")
+        }
+        assert store.bank_embedder(bank)[0] == embedder.name
+    with Store(db_path) as store:
+        summary = Retainer(store, "default", embedder).retain(
+            [RetainItem("Sam moved to Lisbon.", context="Sam", timestamp=DAY, document_id="notes")]
+        )
+        assert store.fact_count() == 1  # the document was replaced by its one-item version
+        assert summary.documents_replaced == 1
 
 
 def test_contexts_among_finds_the_speakers_a_query_names(store, remember):

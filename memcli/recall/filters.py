@@ -1,9 +1,11 @@
-"""Fact type and tag filters, as SQL over `facts f` so that arms filter before they truncate."""
+"""What recall may return: fact types, tags, validity. The SQL for it lives in the store
+(store/search.py); arms pass a FactFilter to the store's reads."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from memcli.store import Store
 
@@ -13,59 +15,13 @@ class FactFilter:
     types: tuple[str, ...] | None = None
     tags: tuple[str, ...] | None = None
     tags_match: str = "any"
+    # Facts a correction has closed are skipped unless asked for (list --include-invalid).
+    valid_only: bool = True
+    # Answer as the store stood at this time (recorded by then, not yet closed by then).
+    as_of: datetime | None = None
 
-    @property
-    def active(self) -> bool:
-        return bool(self.types) or bool(self.tags)
-
-    def sql(self, alias: str = "f") -> tuple[str, list]:
-        """A condition (starting with AND, or empty) and its parameters."""
-        parts: list[str] = []
-        params: list = []
-        if self.types:
-            parts.append(f"{alias}.fact_type IN ({','.join('?' * len(self.types))})")
-            params.extend(self.types)
-        if self.tags:
-            tags = sorted(set(self.tags))
-            marks = ",".join("?" * len(tags))
-            untagged = f"NOT EXISTS (SELECT 1 FROM fact_tags t WHERE t.fact_id = {alias}.id)"
-            matched = (
-                f"(SELECT count(DISTINCT t.tag) FROM fact_tags t "
-                f"WHERE t.fact_id = {alias}.id AND t.tag IN ({marks}))"
-            )
-            total = f"(SELECT count(*) FROM fact_tags t WHERE t.fact_id = {alias}.id)"
-            mode = self.tags_match
-            if mode == "any":
-                parts.append(f"({untagged} OR {matched} > 0)")
-            elif mode == "all":
-                parts.append(f"({untagged} OR {matched} = {len(tags)})")
-            elif mode == "any_strict":
-                parts.append(f"{matched} > 0")
-            elif mode == "all_strict":
-                parts.append(f"{matched} = {len(tags)}")
-            elif mode == "exact":
-                parts.append(f"({matched} = {len(tags)} AND {total} = {len(tags)})")
-            else:
-                raise ValueError(f"unknown tags match mode {mode!r}")
-            params.extend(tags)
-        if not parts:
-            return "", []
-        return " AND " + " AND ".join(parts), params
-
-    def allowed(self, store: Store, fact_ids: Sequence[int]) -> set[int]:
+    def allowed(
+        self, store: Store, fact_ids: Sequence[int], bank_id: int | None = None
+    ) -> set[int]:
         """The subset of fact_ids that pass (for arms whose index cannot filter, like vec0)."""
-        if not self.active:
-            return set(fact_ids)
-        cond, params = self.sql()
-        out: set[int] = set()
-        ids = list(fact_ids)
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            marks = ",".join("?" * len(batch))
-            out.update(
-                r[0]
-                for r in store.conn.execute(
-                    f"SELECT f.id FROM facts f WHERE f.id IN ({marks}){cond}", (*batch, *params)
-                )
-            )
-        return out
+        return store.filter_facts(fact_ids, self, bank_id)

@@ -31,29 +31,21 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     result = ArmResult("graph", [], "graph", notes={"seeds": seeds})
     if not seeds:
         return result
-    conn = ctx.store.conn
-    marks = ",".join("?" * len(seeds))
-    total = ctx.store.fact_count(ctx.bank_id)
+    store = ctx.store
+    total = store.fact_count(ctx.bank_id)
 
     # entity -> the best cosine among the seeds carrying it, and which seeds carry it
     seeds_with: dict[int, set[int]] = defaultdict(set)
-    for fact_id, entity_id in conn.execute(
-        f"SELECT fact_id, entity_id FROM fact_entities WHERE fact_id IN ({marks})", seeds
-    ):
+    for fact_id, entity_id in store.entities_of_facts(seeds):
         seeds_with[entity_id].add(fact_id)
     entity_part: dict[int, float] = defaultdict(float)
     for entity_id, carriers in seeds_with.items():
-        df = conn.execute(
-            "SELECT count(*) FROM fact_entities WHERE entity_id = ?", (entity_id,)
-        ).fetchone()[0]
+        df = store.entity_fact_count(entity_id)
         weight = max(seed_sim[f] for f in carriers) * specificity(df, total)
         if weight <= 0:
             continue
         # Hub entities are capped per entity so "user" or a speaker cannot flood the query.
-        for (fact_id,) in conn.execute(
-            "SELECT fact_id FROM fact_entities WHERE entity_id = ? ORDER BY fact_id DESC LIMIT ?",
-            (entity_id, s.graph_facts_per_entity),
-        ):
+        for fact_id in store.facts_of_entity(entity_id, ctx.bank_id, s.graph_facts_per_entity):
             # A seed is not reached through an entity that only it carries.
             if carriers != {fact_id}:
                 entity_part[fact_id] += weight
@@ -61,13 +53,7 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     semantic_w: dict[int, float] = defaultdict(float)
     causal_w: dict[int, float] = defaultdict(float)
     for kind, bucket in (("semantic", semantic_w), ("causal", causal_w)):
-        for seed, other, weight in conn.execute(
-            "SELECT from_fact, to_fact, weight FROM links "
-            f"WHERE kind = ? AND from_fact IN ({marks}) "
-            "UNION ALL SELECT to_fact, from_fact, weight FROM links "
-            f"WHERE kind = ? AND to_fact IN ({marks})",
-            (kind, *seeds, kind, *seeds),
-        ):
+        for seed, other, weight in store.links_from(seeds, kind):
             bucket[other] = max(bucket[other], weight * seed_sim[seed])
 
     scores: dict[int, float] = defaultdict(float)
@@ -77,7 +63,8 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
         scores[fact_id] += weight
     for fact_id, weight in causal_w.items():
         scores[fact_id] += weight
-    allowed = ctx.filters.allowed(ctx.store, list(scores))
+    # Links and entities can reach another bank's (or a staged document's) facts.
+    allowed = ctx.filters.allowed(store, list(scores), ctx.bank_id)
     ranked = sorted((f for f in scores if f in allowed), key=lambda f: (-scores[f], -f))
     result.hits = [ArmHit(f, scores[f]) for f in ranked[: ctx.limit]]
     return result

@@ -21,9 +21,7 @@ def select_terms(ctx: ArmContext, terms: list[str]) -> list[str]:
         return terms
     counts = {}
     for term in terms:
-        counts[term] = ctx.store.conn.execute(
-            "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH ?", (fts.term_expression(term),)
-        ).fetchone()[0]
+        counts[term] = ctx.store.keyword_match_count(fts.term_expression(term))
     keep = set(sorted(terms, key=lambda t: (counts[t], terms.index(t)))[:cap])
     return [t for t in terms if t in keep]
 
@@ -34,14 +32,7 @@ def run(ctx: ArmContext) -> ArmResult:
     result = ArmResult("keyword", [], "bm25", notes={"terms": terms})
     if expression is None:
         return result
-    cond, params = ctx.filters.sql("f")
-    weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
-    rows = ctx.store.conn.execute(
-        f"SELECT fact_fts.rowid, bm25(fact_fts, {weights}) AS rank FROM fact_fts "
-        "JOIN facts f ON f.id = fact_fts.rowid "
-        f"WHERE fact_fts MATCH ? AND f.bank_id = ?{cond} ORDER BY rank LIMIT ?",
-        (expression, ctx.bank_id, *params, ctx.limit),
-    )
+    rows = ctx.store.keyword_search(ctx.bank_id, expression, COLUMN_WEIGHTS, ctx.filters, ctx.limit)
     # bm25() is lower-is-better; report it as a positive relevance.
     result.hits = [ArmHit(fact_id, -score) for fact_id, score in rows]
     return result

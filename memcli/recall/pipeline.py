@@ -122,7 +122,7 @@ def recall(
     candidates = fusion.fuse(
         arms, settings.fusion, settings.rrf_k, settings.arm_weights, settings.score_weights
     )
-    facts = store.facts_by_id([c.fact_id for c in candidates])
+    facts = store.facts_by_id([c.fact_id for c in candidates], bank_id)
     candidates = [c for c in candidates if c.fact_id in facts]
     for c in candidates:
         c.fact = facts[c.fact_id]
@@ -182,7 +182,7 @@ def recall(
 def _on_own_connection(store: Store, ctx: ArmContext, timed, fn) -> ArmResult:
     """Run an arm on a second connection so it does not queue behind the main one."""
     try:
-        reader = Store(store.path, create=False)
+        reader = store.reader()
     except StoreError:
         return timed(fn, ctx)
     try:

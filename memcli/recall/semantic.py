@@ -12,17 +12,11 @@ def run(ctx: ArmContext) -> ArmResult:
     if ctx.query_vec is None or not ctx.store.has_vectors():
         return result
     k = max(ctx.limit, s.semantic_min_limit)
-    # vec0 cannot apply tag filters inside the KNN, so fetch more and filter after.
-    fetch = k * 4 if ctx.filters.tags else k
-    blob = ctx.query_vec.astype("float32").tobytes()
+    # vec0 cannot apply tag or validity filters inside the KNN, so fetch more and filter after.
+    fetch = k * 4 if ctx.filters.tags or ctx.filters.as_of else k
     scored: dict[int, float] = {}
     for fact_type in ctx.filters.types or FACT_TYPES:
-        for fact_id, distance in ctx.store.conn.execute(
-            "SELECT fact_id, distance FROM fact_vec WHERE embedding MATCH ? AND k = ? "
-            "AND bank_id = ? AND fact_type = ?",
-            (blob, fetch, ctx.bank_id, fact_type),
-        ):
-            cosine = 1.0 - distance
+        for fact_id, cosine in ctx.store.nearest(ctx.bank_id, ctx.query_vec, fetch, fact_type):
             if cosine >= s.semantic_floor:
                 scored[fact_id] = cosine
     allowed = ctx.filters.allowed(ctx.store, list(scored))

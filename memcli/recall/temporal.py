@@ -12,7 +12,6 @@ from datetime import datetime
 import numpy as np
 
 from memcli.recall.types import ArmContext, ArmHit, ArmResult
-from memcli.store import iso
 from memcli.timeparse import TimeSpan
 
 CAUSAL_BOOST = 2.0
@@ -42,16 +41,7 @@ def run(ctx: ArmContext) -> ArmResult:
     result = ArmResult("temporal", [], "temporal")
     if window is None or ctx.query_vec is None:
         return result
-    conn = ctx.store.conn
-    cond, params = ctx.filters.sql("f")
-    rows = conn.execute(
-        "SELECT f.id, f.event_time, coalesce(f.occurred_end, f.event_time) FROM facts f "
-        # Spans are half-open: a fact's occurred_end is exclusive, a bare time is a point.
-        "WHERE f.bank_id = ? AND f.event_time < ? AND (f.occurred_end > ? "
-        f"OR (f.occurred_end IS NULL AND f.event_time >= ?)){cond}",
-        (ctx.bank_id, iso(window.end), iso(window.start), iso(window.start), *params),
-    ).fetchall()
-    times = {r[0]: (datetime.fromisoformat(r[1]), datetime.fromisoformat(r[2])) for r in rows}
+    times = ctx.store.facts_in_window(ctx.bank_id, window.start, window.end, ctx.filters)
     vectors = ctx.store.vectors_for(list(times))
     cosine = {f: float(np.dot(v, ctx.query_vec)) for f, v in vectors.items()}
     pool = sorted(
@@ -69,7 +59,7 @@ def run(ctx: ArmContext) -> ArmResult:
         "entry_points": entries,
     }
     _spread(ctx, entries, score, window)
-    allowed = ctx.filters.allowed(ctx.store, list(score))
+    allowed = ctx.filters.allowed(ctx.store, list(score), ctx.bank_id)
     ranked = sorted((f for f in score if f in allowed), key=lambda f: (-score[f], f))
     result.hits = [ArmHit(f, round(score[f], 6)) for f in ranked[: ctx.limit]]
     return result
@@ -103,7 +93,6 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
     """Spread activation along temporal and causal links for a few rounds: a neighbour scores
     max(its own window fit, parent x link weight x boost x 0.7)."""
     s = ctx.settings
-    conn = ctx.store.conn
     frontier = list(entries)
     for _ in range(s.temporal_rounds):
         frontier = sorted(frontier, key=lambda f: -score[f])[: s.temporal_nodes_per_round]
@@ -111,19 +100,11 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
             break
         next_frontier: list[int] = []
         for node in frontier:
-            neighbours = conn.execute(
-                "SELECT other, kind, weight FROM ("
-                " SELECT to_fact AS other, kind, weight FROM links WHERE from_fact = ?"
-                " AND kind IN ('temporal', 'causal')"
-                " UNION ALL SELECT from_fact, kind, weight FROM links WHERE to_fact = ?"
-                " AND kind IN ('temporal', 'causal')"
-                ") ORDER BY weight DESC LIMIT ?",
-                (node, node, s.temporal_neighbours),
-            ).fetchall()
+            neighbours = ctx.store.time_neighbours(node, s.temporal_neighbours)
             for other, kind, weight in neighbours:
                 boost = CAUSAL_BOOST if kind == "causal" else TEMPORAL_BOOST
                 spread = min(1.0, score[node] * weight * boost * s.temporal_spread_factor)
-                own = _own_fit(conn, other, window)
+                own = _own_fit(ctx.store, other, window)
                 new = max(own, spread)
                 if new > score.get(other, 0.0) and new > s.temporal_expand_floor:
                     score[other] = new
@@ -131,12 +112,9 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
         frontier = next_frontier
 
 
-def _own_fit(conn, fact_id: int, window: TimeSpan) -> float:
-    row = conn.execute(
-        "SELECT event_time, coalesce(occurred_end, event_time) FROM facts WHERE id = ?",
-        (fact_id,),
-    ).fetchone()
-    if row is None:
+def _own_fit(store, fact_id: int, window: TimeSpan) -> float:
+    span = store.fact_time_span(fact_id)
+    if span is None:
         return 0.0
     # Without a query match a neighbour gets only half of its window fit.
-    return 0.5 * proximity(datetime.fromisoformat(row[0]), datetime.fromisoformat(row[1]), window)
+    return 0.5 * proximity(span[0], span[1], window)

@@ -1,0 +1,125 @@
+"""Banks: named, separate sets of memories in one file. A staging bank holds a retain call's
+documents until they go live together (see documents.py); users never see one."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import Any
+
+from memcli.store.types import StoreError, iso
+
+STAGING_PREFIX = "\x00staging:"
+
+
+def check_bank_name(name: str) -> str:
+    if not name or not name.strip():
+        raise StoreError("a bank name cannot be empty")
+    if name.startswith("\x00") or any(ord(ch) < 32 for ch in name):
+        raise StoreError(f"bad bank name {name!r}: control characters are not allowed")
+    return name
+
+
+class BanksMixin:
+    conn: Any
+
+    def bank_id(self, name: str) -> int | None:
+        row = self.conn.execute(
+            "SELECT id FROM banks WHERE name = ? AND kind = 'user'", (name,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def require_bank(self, name: str) -> int:
+        bank = self.bank_id(name)
+        if bank is None:
+            known = ", ".join(self.bank_names()) or "none yet"
+            raise StoreError(f"unknown bank {name!r} (banks: {known})")
+        return bank
+
+    def ensure_bank(self, name: str, now: datetime) -> int:
+        check_bank_name(name)
+        bank = self.bank_id(name)
+        if bank is not None:
+            return bank
+        self.conn.execute(
+            "INSERT OR IGNORE INTO banks(name, created_at) VALUES(?, ?)", (name, iso(now))
+        )
+        return self.bank_id(name)  # type: ignore[return-value]
+
+    def bank_names(self) -> list[str]:
+        return [
+            r[0]
+            for r in self.conn.execute("SELECT name FROM banks WHERE kind = 'user' ORDER BY name")
+        ]
+
+    def bank_embedder(self, bank_id: int) -> tuple[str | None, str | None]:
+        """(embedder name, fingerprint) recorded for the bank, (None, None) before its first
+        vector."""
+        row = self.conn.execute(
+            "SELECT embedder, embedder_fingerprint FROM banks WHERE id = ?", (bank_id,)
+        ).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def set_bank_embedder(self, bank_id: int, name: str, fingerprint: str | None) -> None:
+        self.conn.execute(
+            "UPDATE banks SET embedder = ?, embedder_fingerprint = ? WHERE id = ?",
+            (name, fingerprint, bank_id),
+        )
+
+    def bank_stats(self) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT b.name, (SELECT count(*) FROM facts f WHERE f.bank_id = b.id), "
+            "(SELECT count(*) FROM documents d WHERE d.bank_id = b.id), "
+            "(SELECT count(*) FROM entities e WHERE e.bank_id = b.id), "
+            "(SELECT count(*) FROM links l JOIN facts f ON f.id = l.from_fact "
+            " WHERE f.bank_id = b.id), "
+            "(SELECT min(event_time) FROM facts f WHERE f.bank_id = b.id), "
+            "(SELECT max(event_time) FROM facts f WHERE f.bank_id = b.id), "
+            "b.embedder, b.embedder_fingerprint "
+            "FROM banks b WHERE b.kind = 'user' ORDER BY b.name"
+        )
+        keys = (
+            "bank",
+            "facts",
+            "documents",
+            "entities",
+            "links",
+            "first",
+            "last",
+            "embedder",
+            "embedder_fingerprint",
+        )
+        return [dict(zip(keys, r)) for r in rows]
+
+    # -- staging --------------------------------------------------------------------------
+
+    def create_staging_bank(self, bank_id: int, now: datetime) -> int:
+        """A hidden bank for one retain call's documents, owned by this process."""
+        name = f"{STAGING_PREFIX}{bank_id}:{os.getpid()}:{os.urandom(4).hex()}"
+        self.conn.execute(
+            "INSERT INTO banks(name, created_at, kind, owner) VALUES(?, ?, 'staging', ?)",
+            (name, iso(now), str(os.getpid())),
+        )
+        return self.conn.last_insert_rowid()
+
+    def abandoned_staging_banks(self) -> list[int]:
+        """Staging banks whose owning process is gone (killed before it published)."""
+        out = []
+        for bank_id, owner in self.conn.execute(
+            "SELECT id, owner FROM banks WHERE kind = 'staging'"
+        ).fetchall():
+            if owner is None or not _process_alive(int(owner)):
+                out.append(bank_id)
+        return out
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

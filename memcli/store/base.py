@@ -1,0 +1,300 @@
+"""Opening one mem file safely, transactions, and the meta table.
+
+A file is only ever opened for writing once it is known to be a mem store: a path that does
+not exist is created whole (schema written to a private temporary file, then linked into
+place, so no other process ever sees a half-made store), and an existing file must carry
+mem's application id (or, for files from before it was set, mem's tables and a known schema
+version). Anything else, an empty file included, is left untouched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import apsw
+import sqlite_vec
+
+from memcli.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from memcli.store.types import (
+    BUSY_TIMEOUT_MS,
+    StoreBusy,
+    StoreError,
+    StoreFull,
+    StoreReadOnly,
+)
+
+_MEM_TABLES = {"meta", "banks", "facts", "fact_fts"}
+_savepoint_names = itertools.count(1)
+
+
+def _connect(path: Path, flags: int) -> apsw.Connection:
+    conn = apsw.Connection(str(path), flags=flags)
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def inspect_file(path: Path) -> int | None:
+    """The schema version of the mem store at path, or None when nothing is there.
+    Raises StoreError, touching nothing, for anything that is not a mem store."""
+    if not path.exists():
+        return None
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a mem store")
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(16)
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not header:
+        raise StoreError(f"{path} is an empty file, not a mem store (left untouched)")
+    if header != b"SQLite format 3\x00":
+        raise StoreError(f"{path} is not an SQLite database (left untouched)")
+    try:
+        probe = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            probe.set_busy_timeout(BUSY_TIMEOUT_MS)
+            # One read transaction: a store being created by another process is seen either
+            # not at all or whole.
+            with probe:
+                app_id = probe.execute("PRAGMA application_id").fetchone()[0]
+                version = probe.execute("PRAGMA user_version").fetchone()[0]
+                tables = {
+                    r[0]
+                    for r in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                }
+        finally:
+            probe.close()
+    except apsw.Error as exc:
+        raise StoreError(f"cannot read {path} as SQLite: {exc} (left untouched)") from exc
+    ours = app_id == APPLICATION_ID or (app_id == 0 and 1 <= version and _MEM_TABLES <= tables)
+    if not ours:
+        raise StoreError(f"{path} is an SQLite database but not a mem store (left untouched)")
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path} was written by a newer mem (schema {version} > {SCHEMA_VERSION})")
+    return version
+
+
+def _run_migrations(conn: apsw.Connection, path: Path) -> None:
+    """Bring the file to SCHEMA_VERSION in one transaction (foreign keys off: a table rebuild
+    must not cascade; their consistency is checked before commit)."""
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            for target in range(version, SCHEMA_VERSION):
+                step = MIGRATIONS[target]
+                if callable(step):
+                    step(conn)
+                else:
+                    conn.execute(step)
+                conn.execute(f"PRAGMA user_version = {target + 1}")
+            if conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                raise StoreError(f"{path}: migration left dangling references; not upgraded")
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _create(path: Path) -> None:
+    """Write a new store next to path and link it into place; losing the race to another
+    process creating the same path is fine (its store is used)."""
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+    tmp = parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.new"
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.close(fd)
+    try:
+        conn = _connect(tmp, apsw.SQLITE_OPEN_READWRITE)
+        try:
+            _run_migrations(conn, tmp)
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        for leftover in (tmp, Path(f"{tmp}-journal")):
+            try:
+                leftover.unlink()
+            except FileNotFoundError:
+                pass
+
+
+class StoreBase:
+    """A connection to one mem store, with transactions and meta. See Store for the rest."""
+
+    def __init__(
+        self, path: str | os.PathLike, *, create: bool = True, readonly: bool = False
+    ) -> None:
+        self.path = Path(path).expanduser()
+        try:
+            version = inspect_file(self.path)
+            if version is None:
+                if not create or readonly:
+                    raise StoreError(f"no mem store at {self.path} (run `mem retain` first)")
+                try:
+                    _create(self.path)
+                except OSError as exc:
+                    raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
+                version = inspect_file(self.path)
+            self.readonly = readonly
+            flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+            self.conn = _connect(self.path, flags)
+        except apsw.Error as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        try:
+            if not readonly:
+                self._use_wal()
+                if version != SCHEMA_VERSION:
+                    if not self.writable():
+                        raise StoreReadOnly(
+                            f"{self.path} needs an upgrade to schema {SCHEMA_VERSION} "
+                            "but cannot be written"
+                        )
+                    with self._translated():
+                        _run_migrations(self.conn, self.path)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def reader(self) -> StoreBase:
+        """Another connection to the same file (for an arm run in a second thread)."""
+        return type(self)(self.path, create=False, readonly=self.readonly)
+
+    def writable(self) -> bool:
+        return os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
+
+    def _use_wal(self) -> None:
+        """Switch the file to WAL (a property of the file, set once, outside a transaction).
+        The switch needs an exclusive lock and SQLite answers SQLITE_BUSY at once instead of
+        waiting on the busy timeout, so processes opening one new file together retry."""
+        if not self.writable():
+            return
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except apsw.BusyError:
+                if time.monotonic() > deadline:
+                    raise StoreBusy(self._busy_message()) from None
+                time.sleep(0.01)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def _busy_message(self) -> str:
+        return (
+            f"{self.path} is locked by another mem process (waited "
+            f"{BUSY_TIMEOUT_MS // 1000} s); nothing was written, try again"
+        )
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """SQLite's failures as one-line StoreErrors (the original stays as __cause__)."""
+        try:
+            yield
+        except apsw.BusyError as exc:
+            raise StoreBusy(self._busy_message()) from exc
+        except apsw.FullError as exc:
+            raise StoreFull(f"disk full writing {self.path}; nothing was written") from exc
+        except (apsw.ReadOnlyError, apsw.PermissionsError) as exc:
+            raise StoreReadOnly(f"{self.path} cannot be written: {exc}") from exc
+        except apsw.IOError as exc:
+            raise StoreError(f"I/O error on {self.path}: {exc}; nothing was written") from exc
+
+    @contextmanager
+    def atomic(self) -> Iterator[apsw.Connection]:
+        """One transaction: everything inside commits together or not at all.
+
+        The outermost level takes the write lock up front (BEGIN IMMEDIATE), so two writers
+        queue on the busy timeout instead of failing half way on lock upgrade; inner levels
+        are savepoints. A failed rollback never hides the error that caused it."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.path} was opened read-only")
+        if self.conn.in_transaction:
+            name = f"mem_sp{next(_savepoint_names)}"
+            self.conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield self.conn
+            except BaseException:
+                try:
+                    self.conn.execute(f"ROLLBACK TO {name}")
+                    self.conn.execute(f"RELEASE {name}")
+                except apsw.Error:
+                    pass
+                raise
+            self.conn.execute(f"RELEASE {name}")
+            return
+        if not self.writable():
+            raise StoreReadOnly(f"{self.path} is read-only: nothing was written")
+        with self._translated():
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    try:
+                        self.conn.execute("ROLLBACK")
+                    except apsw.Error:
+                        pass
+                raise
+
+    # The name retain and bench used before atomic() existed.
+    write = atomic
+
+    @contextmanager
+    def snapshot(self) -> Iterator[apsw.Connection]:
+        """A read transaction: every query inside sees one consistent state of the file."""
+        if self.conn.in_transaction:
+            yield self.conn
+            return
+        with self._translated():
+            self.conn.execute("BEGIN")
+            try:
+                yield self.conn
+            finally:
+                if self.conn.in_transaction:
+                    self.conn.execute("COMMIT")
+
+    # -- meta -----------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES(?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def schema_version(self) -> int:
+        return self.conn.execute("PRAGMA user_version").fetchone()[0]

@@ -1,0 +1,112 @@
+"""Documents and their chunks, and the atomic replacement of a document.
+
+A retain call writes the documents it brings into a staging bank of its own, batch by batch;
+recall never reads a staging bank, so until `publish_staging` the old version stays whole and
+the new one is invisible. Publishing is one transaction: each staged document's live
+namesake is deleted and the staged rows move into the real bank. A call that is interrupted
+drops its staging bank; one killed outright leaves it behind, and the next writer purges it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from memcli.store.types import batched, iso, marks
+
+
+class DocumentsMixin:
+    conn: Any
+
+    def document_row(self, bank_id: int, external_id: str) -> int | None:
+        row = self.conn.execute(
+            "SELECT id FROM documents WHERE bank_id = ? AND external_id = ?",
+            (bank_id, external_id),
+        ).fetchone()
+        return row[0] if row else None
+
+    def ensure_document(self, bank_id: int, external_id: str, now: datetime) -> int:
+        row = self.document_row(bank_id, external_id)
+        if row is not None:
+            return row
+        self.conn.execute(
+            "INSERT INTO documents(bank_id, external_id, created_at) VALUES(?, ?, ?)",
+            (bank_id, external_id, iso(now)),
+        )
+        return self.conn.last_insert_rowid()
+
+    def document_fact_ids(self, document_row: int) -> list[int]:
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT id FROM facts WHERE document_id = ? ORDER BY id", (document_row,)
+            )
+        ]
+
+    def delete_document(self, document_row: int) -> dict[str, int]:
+        counts = self.delete_facts(self.document_fact_ids(document_row))  # type: ignore[attr-defined]
+        self.conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_row,))
+        self.conn.execute("DELETE FROM documents WHERE id = ?", (document_row,))
+        return counts
+
+    def insert_chunk(
+        self, bank_id: int, document_id: int | None, source_id: str | None, text: str
+    ) -> int:
+        self.conn.execute(
+            "INSERT INTO chunks(bank_id, document_id, source_id, text) VALUES(?, ?, ?, ?)",
+            (bank_id, document_id, source_id, text),
+        )
+        return self.conn.last_insert_rowid()
+
+    def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for batch in batched(list(chunk_ids)):
+            out.update(
+                self.conn.execute(
+                    f"SELECT id, text FROM chunks WHERE id IN ({marks(len(batch))})", batch
+                )
+            )
+        return out
+
+    # -- staging --------------------------------------------------------------------------
+
+    def publish_staging(self, staging_bank: int, bank_id: int) -> list[str]:
+        """Swap every document staged in staging_bank into bank_id, replacing live documents
+        of the same id; returns the ids of the documents that replaced an older version.
+        Call inside atomic()."""
+        replaced: list[str] = []
+        staged = self.conn.execute(
+            "SELECT id, external_id FROM documents WHERE bank_id = ?", (staging_bank,)
+        ).fetchall()
+        for row, external_id in staged:
+            live = self.document_row(bank_id, external_id)
+            if live is not None:
+                self.delete_document(live)
+                replaced.append(external_id)
+            self.conn.execute("UPDATE documents SET bank_id = ? WHERE id = ?", (bank_id, row))
+        moved = [
+            r[0]
+            for r in self.conn.execute("SELECT id FROM facts WHERE bank_id = ?", (staging_bank,))
+        ]
+        self.conn.execute("UPDATE facts SET bank_id = ? WHERE bank_id = ?", (bank_id, staging_bank))
+        self.conn.execute(
+            "UPDATE chunks SET bank_id = ? WHERE bank_id = ?", (bank_id, staging_bank)
+        )
+        self.move_vectors(moved, bank_id)  # type: ignore[attr-defined]
+        self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
+        return replaced
+
+    def discard_staging(self, staging_bank: int) -> None:
+        """Drop a staging bank and all it holds. Call inside atomic()."""
+        self.delete_facts(self.fact_ids_of_bank(staging_bank))  # type: ignore[attr-defined]
+        self.conn.execute("DELETE FROM chunks WHERE bank_id = ?", (staging_bank,))
+        self.conn.execute("DELETE FROM documents WHERE bank_id = ?", (staging_bank,))
+        self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
+
+    def purge_abandoned_staging(self) -> int:
+        """Drop staging banks left by killed processes. Call inside atomic()."""
+        banks = self.abandoned_staging_banks()  # type: ignore[attr-defined]
+        for staging_bank in banks:
+            self.discard_staging(staging_bank)
+        return len(banks)

@@ -1,0 +1,265 @@
+"""Facts: insert, read back, delete everywhere they live.
+
+Virtual tables (FTS5 and vec0) do not take part in foreign-key cascades, so every delete of
+facts goes through `delete_facts`, which clears them, the entity counts and unused chunks too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from memcli import fts
+from memcli.store.types import Fact, batched, iso, marks, parse_iso
+
+# One probe of the facts_context index per candidate name (see contexts_among).
+CONTEXTS_AMONG_SQL = (
+    "SELECT DISTINCT (SELECT context FROM facts WHERE bank_id = ? "
+    "AND lower(context) = lower(j.value) LIMIT 1) AS found "
+    "FROM json_each(?) AS j WHERE found IS NOT NULL"
+)
+
+_FACT_COLUMNS = (
+    "f.id, f.text, f.context, f.fact_type, f.mentioned_at, f.occurred_start, f.occurred_end, "
+    "f.tags, f.metadata, f.proof_count, f.source_id, d.external_id, f.chunk_id, "
+    "f.valid_from, f.invalid_at, f.superseded_by, f.created_at"
+)
+
+
+def _fact_from_row(row: Sequence[Any], entities: list[str]) -> Fact:
+    return Fact(
+        id=row[0],
+        text=row[1],
+        context=row[2],
+        fact_type=row[3],
+        mentioned_at=datetime.fromisoformat(row[4]),
+        occurred_start=parse_iso(row[5]),
+        occurred_end=parse_iso(row[6]),
+        tags=json.loads(row[7]),
+        metadata=json.loads(row[8]),
+        proof_count=row[9],
+        source_id=row[10],
+        document_id=row[11],
+        chunk_id=row[12],
+        entities=entities,
+        valid_from=parse_iso(row[13]),
+        invalid_at=parse_iso(row[14]),
+        superseded_by=row[15],
+        created_at=parse_iso(row[16]),
+    )
+
+
+class FactsMixin:
+    conn: Any
+
+    def insert_fact(
+        self,
+        *,
+        bank_id: int,
+        text: str,
+        context: str | None,
+        fact_type: str,
+        mentioned_at: datetime,
+        occurred_start: datetime | None,
+        occurred_end: datetime | None,
+        tags: list[str],
+        metadata: dict[str, Any],
+        source_id: str | None,
+        document_id: int | None,
+        chunk_id: int | None,
+        content_hash: str,
+        entity_names: list[str],
+        embedding: np.ndarray,
+        now: datetime,
+        lead_in: str | None = None,
+        valid_from: datetime | None = None,
+    ) -> int:
+        event_time = occurred_start or mentioned_at
+        self.conn.execute(
+            "INSERT INTO facts(bank_id, text, context, fact_type, mentioned_at, occurred_start, "
+            "occurred_end, event_time, tags, metadata, source_id, document_id, chunk_id, "
+            "content_hash, created_at, valid_from) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                bank_id,
+                text,
+                context,
+                fact_type,
+                iso(mentioned_at),
+                iso(occurred_start),
+                iso(occurred_end),
+                iso(event_time),
+                json.dumps(tags, ensure_ascii=False),
+                json.dumps(metadata, ensure_ascii=False),
+                source_id,
+                document_id,
+                chunk_id,
+                content_hash,
+                iso(now),
+                iso(valid_from or mentioned_at),
+            ),
+        )
+        fact_id = self.conn.last_insert_rowid()
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO fact_tags(fact_id, tag) VALUES(?, ?)",
+            [(fact_id, t) for t in tags],
+        )
+        self.conn.execute(
+            "INSERT INTO fact_fts(rowid, text, context, entities, lead_in) VALUES(?, ?, ?, ?, ?)",
+            (
+                fact_id,
+                fts.index_text(text),
+                fts.index_text(context or ""),
+                fts.index_text(" ".join(entity_names)),
+                fts.index_text(lead_in or ""),
+            ),
+        )
+        self.add_vector(fact_id, bank_id, fact_type, embedding)  # type: ignore[attr-defined]
+        return fact_id
+
+    def existing_hashes(
+        self, bank_id: int, document_row: int | None, hashes: Iterable[str]
+    ) -> set[str]:
+        """Which of `hashes` the document (or, for None, the bank's facts of no document)
+        already holds."""
+        found: set[str] = set()
+        for batch in batched(list(hashes)):
+            found.update(
+                r[0]
+                for r in self.conn.execute(
+                    "SELECT content_hash FROM facts WHERE bank_id = ? "
+                    f"AND coalesce(document_id, 0) = ? AND content_hash IN ({marks(len(batch))})",
+                    (bank_id, document_row or 0, *batch),
+                )
+            )
+        return found
+
+    def delete_facts(self, fact_ids: Sequence[int]) -> dict[str, int]:
+        """Remove facts from every table; entities left with no fact and chunks no fact uses
+        go too. Returns counts of what was removed. Call inside atomic()."""
+        ids = list(fact_ids)
+        counts = {"facts": 0, "links": 0, "entities": 0, "chunks": 0}
+        if not ids:
+            return counts
+        entity_ids: set[int] = set()
+        chunk_ids: set[int] = set()
+        for batch in batched(ids):
+            m = marks(len(batch))
+            entity_ids.update(
+                r[0]
+                for r in self.conn.execute(
+                    f"SELECT entity_id FROM fact_entities WHERE fact_id IN ({m})", batch
+                )
+            )
+            chunk_ids.update(
+                r[0]
+                for r in self.conn.execute(
+                    f"SELECT chunk_id FROM facts WHERE id IN ({m}) AND chunk_id IS NOT NULL",
+                    batch,
+                )
+            )
+            counts["links"] += self.conn.execute(
+                f"SELECT (SELECT count(*) FROM links WHERE from_fact IN ({m})) + "
+                f"(SELECT count(*) FROM links WHERE to_fact IN ({m}) "
+                f"AND from_fact NOT IN ({m}))",
+                (*batch, *batch, *batch),
+            ).fetchone()[0]
+            self.conn.execute(f"DELETE FROM fact_fts WHERE rowid IN ({m})", batch)
+            self.delete_vectors(batch)  # type: ignore[attr-defined]
+            self.conn.execute(f"DELETE FROM facts WHERE id IN ({m})", batch)
+            counts["facts"] += self.conn.changes()
+        for batch in batched(sorted(entity_ids)):
+            m = marks(len(batch))
+            self.conn.execute(
+                "UPDATE entities SET mention_count = (SELECT count(*) FROM fact_entities fe "
+                f"WHERE fe.entity_id = entities.id) WHERE id IN ({m})",
+                batch,
+            )
+            self.conn.execute(
+                f"DELETE FROM entities WHERE id IN ({m}) AND mention_count = 0", batch
+            )
+            counts["entities"] += self.conn.changes()
+        for batch in batched(sorted(chunk_ids)):
+            m = marks(len(batch))
+            self.conn.execute(
+                f"DELETE FROM chunks WHERE id IN ({m}) "
+                "AND NOT EXISTS (SELECT 1 FROM facts f WHERE f.chunk_id = chunks.id)",
+                batch,
+            )
+            counts["chunks"] += self.conn.changes()
+        return counts
+
+    def facts_by_id(self, fact_ids: Sequence[int], bank_id: int | None = None) -> dict[int, Fact]:
+        """The facts with these ids (of one bank, when given), with their entity names."""
+        out: dict[int, Fact] = {}
+        ids = list(fact_ids)
+        entity_names: dict[int, list[str]] = {i: [] for i in ids}
+        bank_cond = "" if bank_id is None else " AND f.bank_id = ?"
+        bank_args = () if bank_id is None else (bank_id,)
+        for batch in batched(ids):
+            m = marks(len(batch))
+            for fid, name in self.conn.execute(
+                "SELECT fe.fact_id, e.name FROM fact_entities fe JOIN entities e "
+                f"ON e.id = fe.entity_id WHERE fe.fact_id IN ({m}) ORDER BY e.name",
+                batch,
+            ):
+                entity_names[fid].append(name)
+            for row in self.conn.execute(
+                f"SELECT {_FACT_COLUMNS} FROM facts f "
+                "LEFT JOIN documents d ON d.id = f.document_id "
+                f"WHERE f.id IN ({m}){bank_cond}",
+                (*batch, *bank_args),
+            ):
+                out[row[0]] = _fact_from_row(row, entity_names.get(row[0], []))
+        return out
+
+    def previous_facts(self, fact_ids: Sequence[int], max_gap_hours: float) -> dict[int, int]:
+        """For each fact, the fact stored just before it in the same bank and document (the
+        nearest lower id), if it was said at most max_gap_hours earlier."""
+        out: dict[int, int] = {}
+        for batch in batched(list(fact_ids)):
+            for fid, prev, gap in self.conn.execute(
+                "SELECT f.id, p.id, julianday(f.mentioned_at) - julianday(p.mentioned_at) "
+                "FROM facts f JOIN facts p ON p.id = (SELECT q.id FROM facts q WHERE "
+                "q.bank_id = f.bank_id AND q.document_id IS f.document_id AND q.id < f.id "
+                f"ORDER BY q.id DESC LIMIT 1) WHERE f.id IN ({marks(len(batch))})",
+                batch,
+            ):
+                if 0 <= gap * 24 <= max_gap_hours:
+                    out[fid] = prev
+        return out
+
+    def contexts_among(self, bank_id: int, candidates: Sequence[str]) -> list[str]:
+        """The contexts (who said it, where it came from) of one bank that equal one of
+        `candidates`, ignoring ASCII case: one index probe per candidate, never a scan."""
+        rows = self.conn.execute(CONTEXTS_AMONG_SQL, (bank_id, json.dumps(list(candidates))))
+        return sorted(row[0] for row in rows)
+
+    def fact_count(self, bank_id: int | None = None) -> int:
+        if bank_id is None:
+            return self.conn.execute(
+                "SELECT count(*) FROM facts f JOIN banks b ON b.id = f.bank_id "
+                "WHERE b.kind = 'user'"
+            ).fetchone()[0]
+        return self.conn.execute(
+            "SELECT count(*) FROM facts WHERE bank_id = ?", (bank_id,)
+        ).fetchone()[0]
+
+    def fact_ids_of_bank(self, bank_id: int) -> list[int]:
+        return [
+            r[0] for r in self.conn.execute("SELECT id FROM facts WHERE bank_id = ?", (bank_id,))
+        ]
+
+    def source_ids(self, bank_id: int) -> dict[int, str | None]:
+        """fact id -> the caller's id of the input item it came from (bench scoring)."""
+        return dict(
+            self.conn.execute("SELECT id, source_id FROM facts WHERE bank_id = ?", (bank_id,))
+        )
+
+    def fact_texts(self, bank_id: int) -> list[str]:
+        return [
+            r[0] for r in self.conn.execute("SELECT text FROM facts WHERE bank_id = ?", (bank_id,))
+        ]

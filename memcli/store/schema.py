@@ -1,0 +1,186 @@
+"""The schema, as the migrations that build it. A file's PRAGMA user_version says how many ran.
+
+Each entry migrates the schema from version i to i + 1: SQL text, or a function of the
+connection for steps SQL alone cannot do. Add new entries at the end; never edit one that
+has shipped. Migrations run inside one write transaction with foreign keys off (a table
+rebuild must not cascade), and `PRAGMA foreign_key_check` must pass before it commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import apsw
+
+from memcli.store.types import content_hash, parse_iso
+
+# "mem" + schema family 1: set on every file mem creates, so a foreign SQLite file that
+# happens to have a user_version is never mistaken for a store.
+APPLICATION_ID = 0x6D656D01
+
+V1 = """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE banks(
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE documents(
+        id INTEGER PRIMARY KEY,
+        bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+        external_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE(bank_id, external_id)
+    );
+    CREATE TABLE chunks(
+        id INTEGER PRIMARY KEY,
+        bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+        document_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,
+        source_id TEXT,
+        text TEXT NOT NULL
+    );
+    CREATE TABLE facts(
+        id INTEGER PRIMARY KEY,
+        bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        context TEXT,
+        fact_type TEXT NOT NULL CHECK (fact_type IN ('world', 'experience', 'observation')),
+        mentioned_at TEXT NOT NULL,
+        occurred_start TEXT,
+        occurred_end TEXT,
+        -- when the fact happened if known, else when it was said: the temporal arm's axis
+        event_time TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        metadata TEXT NOT NULL DEFAULT '{}',
+        proof_count INTEGER NOT NULL DEFAULT 1,
+        source_id TEXT,
+        document_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,
+        chunk_id INTEGER REFERENCES chunks(id) ON DELETE SET NULL,
+        content_hash TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE(bank_id, content_hash)
+    );
+    CREATE INDEX facts_event_time ON facts(bank_id, event_time);
+    CREATE INDEX facts_document ON facts(document_id);
+    CREATE TABLE fact_tags(
+        fact_id INTEGER NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY(fact_id, tag)
+    ) WITHOUT ROWID;
+    CREATE INDEX fact_tags_tag ON fact_tags(tag);
+    CREATE TABLE entities(
+        id INTEGER PRIMARY KEY,
+        bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        aliases TEXT NOT NULL DEFAULT '[]',
+        first_seen TEXT,
+        last_seen TEXT,
+        mention_count INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE entity_keys(
+        key TEXT NOT NULL,
+        entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        PRIMARY KEY(key, entity_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE fact_entities(
+        fact_id INTEGER NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+        entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        PRIMARY KEY(fact_id, entity_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX fact_entities_entity ON fact_entities(entity_id);
+    CREATE TABLE links(
+        from_fact INTEGER NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+        to_fact INTEGER NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL CHECK (kind IN ('semantic', 'temporal', 'causal')),
+        weight REAL NOT NULL,
+        PRIMARY KEY(from_fact, to_fact, kind)
+    ) WITHOUT ROWID;
+    CREATE INDEX links_to ON links(to_fact);
+    -- rowid = facts.id; text is pre-segmented so CJK characters are separate tokens (fts.py);
+    -- lead_in is what was said just before the fact (a reply's question), weighted low
+    CREATE VIRTUAL TABLE fact_fts USING fts5(
+        text, context, entities, lead_in, tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+"""
+
+# 2: recall looks up the speakers a query names (contexts_among) on every query.
+V2 = "CREATE INDEX facts_context ON facts(bank_id, lower(context));"
+
+_FACTS_V3 = """
+    CREATE TABLE facts_v3(
+        id INTEGER PRIMARY KEY,
+        bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        context TEXT,
+        fact_type TEXT NOT NULL CHECK (fact_type IN ('world', 'experience', 'observation')),
+        mentioned_at TEXT NOT NULL,
+        occurred_start TEXT,
+        occurred_end TEXT,
+        event_time TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        metadata TEXT NOT NULL DEFAULT '{}',
+        proof_count INTEGER NOT NULL DEFAULT 1,
+        source_id TEXT,
+        document_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,
+        chunk_id INTEGER REFERENCES chunks(id) ON DELETE SET NULL,
+        -- sha256 of type, context, normalised text and times: identical content said at
+        -- the same time, unique per document (or among facts of no document)
+        content_hash TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        -- valid time: from when the fact holds, and when a correction closed it (NULL: open)
+        valid_from TEXT,
+        invalid_at TEXT,
+        superseded_by INTEGER REFERENCES facts(id) ON DELETE SET NULL
+    );
+"""
+
+
+def _v3(conn: apsw.Connection) -> None:
+    """3: dedupe per document and per time (a shared sentence belongs to each document that
+    holds it; a recurring event is a new memory), valid time, per-bank embedder, staging
+    banks for atomic document replacement."""
+    conn.execute(
+        "ALTER TABLE banks ADD COLUMN kind TEXT NOT NULL DEFAULT 'user';"
+        "ALTER TABLE banks ADD COLUMN owner TEXT;"
+        "ALTER TABLE banks ADD COLUMN embedder TEXT;"
+        "ALTER TABLE banks ADD COLUMN embedder_fingerprint TEXT;"
+        + _FACTS_V3
+        + "INSERT INTO facts_v3(id, bank_id, text, context, fact_type, mentioned_at, "
+        "occurred_start, occurred_end, event_time, tags, metadata, proof_count, source_id, "
+        "document_id, chunk_id, content_hash, created_at, valid_from) "
+        "SELECT id, bank_id, text, context, fact_type, mentioned_at, occurred_start, "
+        "occurred_end, event_time, tags, metadata, proof_count, source_id, document_id, "
+        "chunk_id, content_hash, created_at, mentioned_at FROM facts;"
+        "DROP TABLE facts;"
+        "ALTER TABLE facts_v3 RENAME TO facts;"
+        "CREATE INDEX facts_event_time ON facts(bank_id, event_time);"
+        "CREATE INDEX facts_document ON facts(document_id);"
+        "CREATE INDEX facts_context ON facts(bank_id, lower(context));"
+        "CREATE INDEX facts_source ON facts(bank_id, source_id);"
+        "CREATE INDEX facts_created ON facts(bank_id, created_at);"
+    )
+    rows = conn.execute(
+        "SELECT id, text, context, fact_type, mentioned_at, occurred_start, occurred_end FROM facts"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE facts SET content_hash = ? WHERE id = ?",
+        [
+            (
+                content_hash(text, context, ftype, parse_iso(said), parse_iso(s), parse_iso(e)),
+                fid,
+            )
+            for fid, text, context, ftype, said, s, e in rows
+        ],
+    )
+    conn.execute(
+        "CREATE UNIQUE INDEX facts_dedupe ON facts(bank_id, coalesce(document_id, 0), content_hash)"
+    )
+    # The embedder was recorded for the whole file; each bank now records its own.
+    conn.execute(
+        "UPDATE banks SET embedder = (SELECT value FROM meta WHERE key = 'embedder') "
+        "WHERE embedder IS NULL"
+    )
+
+
+MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3]
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,140 @@
+"""The reads recall's arms make: keyword (FTS5 BM25), time windows, fact filters.
+
+A filter is any object with `types`, `tags` and `tags_match` (recall/filters.py's
+FactFilter); it is turned into SQL here so arms filter before they truncate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from memcli.store.types import batched, iso, marks
+
+
+def filter_sql(flt: Any, alias: str = "f") -> tuple[str, list]:
+    """A condition (starting with AND, or empty) and its parameters."""
+    if flt is None:
+        return "", []
+    parts: list[str] = []
+    params: list = []
+    if flt.types:
+        parts.append(f"{alias}.fact_type IN ({marks(len(flt.types))})")
+        params.extend(flt.types)
+    as_of = getattr(flt, "as_of", None)
+    if as_of is None and getattr(flt, "valid_only", False):
+        parts.append(f"{alias}.invalid_at IS NULL")
+    elif as_of is not None:
+        # As the store stood then: recorded by then, and not yet closed by a correction.
+        parts.append(
+            f"{alias}.created_at <= ? AND ({alias}.invalid_at IS NULL OR {alias}.invalid_at > ?)"
+        )
+        params.extend([iso(as_of), iso(as_of)])
+    if flt.tags:
+        tags = sorted(set(flt.tags))
+        m = marks(len(tags))
+        untagged = f"NOT EXISTS (SELECT 1 FROM fact_tags t WHERE t.fact_id = {alias}.id)"
+        matched = (
+            f"(SELECT count(DISTINCT t.tag) FROM fact_tags t "
+            f"WHERE t.fact_id = {alias}.id AND t.tag IN ({m}))"
+        )
+        total = f"(SELECT count(*) FROM fact_tags t WHERE t.fact_id = {alias}.id)"
+        mode = flt.tags_match
+        if mode == "any":
+            parts.append(f"({untagged} OR {matched} > 0)")
+        elif mode == "all":
+            parts.append(f"({untagged} OR {matched} = {len(tags)})")
+        elif mode == "any_strict":
+            parts.append(f"{matched} > 0")
+        elif mode == "all_strict":
+            parts.append(f"{matched} = {len(tags)}")
+        elif mode == "exact":
+            parts.append(f"({matched} = {len(tags)} AND {total} = {len(tags)})")
+        else:
+            raise ValueError(f"unknown tags match mode {mode!r}")
+        params.extend(tags)
+    if not parts:
+        return "", []
+    return " AND " + " AND ".join(parts), params
+
+
+def filter_active(flt: Any) -> bool:
+    return flt is not None and bool(
+        flt.types or flt.tags or getattr(flt, "valid_only", False) or getattr(flt, "as_of", None)
+    )
+
+
+class SearchMixin:
+    conn: Any
+
+    def keyword_search(
+        self,
+        bank_id: int,
+        expression: str,
+        column_weights: Sequence[float],
+        flt: Any,
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        """(fact id, bm25) best first for an FTS5 MATCH expression built by fts.py (never
+        raw user text); bm25 is lower-is-better."""
+        cond, params = filter_sql(flt, "f")
+        weights = ", ".join(str(float(w)) for w in column_weights)
+        return self.conn.execute(
+            f"SELECT fact_fts.rowid, bm25(fact_fts, {weights}) AS rank FROM fact_fts "
+            "JOIN facts f ON f.id = fact_fts.rowid "
+            f"WHERE fact_fts MATCH ? AND f.bank_id = ?{cond} ORDER BY rank LIMIT ?",
+            (expression, bank_id, *params, limit),
+        ).fetchall()
+
+    def keyword_match_count(self, expression: str) -> int:
+        """How many facts (of any bank) match an FTS5 expression: a term's rarity."""
+        return self.conn.execute(
+            "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH ?", (expression,)
+        ).fetchone()[0]
+
+    def facts_in_window(
+        self, bank_id: int, start: datetime, end: datetime, flt: Any
+    ) -> dict[int, tuple[datetime, datetime]]:
+        """Facts whose time overlaps [start, end): id -> (start, end). Spans are half-open:
+        a fact's occurred_end is exclusive, a bare time is a point."""
+        cond, params = filter_sql(flt, "f")
+        rows = self.conn.execute(
+            "SELECT f.id, f.event_time, coalesce(f.occurred_end, f.event_time) FROM facts f "
+            "WHERE f.bank_id = ? AND f.event_time < ? AND (f.occurred_end > ? "
+            f"OR (f.occurred_end IS NULL AND f.event_time >= ?)){cond}",
+            (bank_id, iso(end), iso(start), iso(start), *params),
+        ).fetchall()
+        return {r[0]: (datetime.fromisoformat(r[1]), datetime.fromisoformat(r[2])) for r in rows}
+
+    def fact_time_span(self, fact_id: int) -> tuple[datetime, datetime] | None:
+        row = self.conn.execute(
+            "SELECT event_time, coalesce(occurred_end, event_time) FROM facts WHERE id = ?",
+            (fact_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return datetime.fromisoformat(row[0]), datetime.fromisoformat(row[1])
+
+    def filter_facts(
+        self, fact_ids: Sequence[int], flt: Any, bank_id: int | None = None
+    ) -> set[int]:
+        """The subset of fact_ids that pass the filter (and belong to the bank, when given):
+        for arms whose index cannot filter, like vec0 or the link graph."""
+        ids = list(fact_ids)
+        if not filter_active(flt) and bank_id is None:
+            return set(ids)
+        cond, params = filter_sql(flt, "f")
+        bank_cond = "" if bank_id is None else " AND f.bank_id = ?"
+        bank_args = [] if bank_id is None else [bank_id]
+        out: set[int] = set()
+        for batch in batched(ids):
+            out.update(
+                r[0]
+                for r in self.conn.execute(
+                    f"SELECT f.id FROM facts f WHERE f.id IN ({marks(len(batch))})"
+                    f"{bank_cond}{cond}",
+                    (*batch, *bank_args, *params),
+                )
+            )
+        return out

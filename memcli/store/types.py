@@ -1,0 +1,106 @@
+"""What the store hands out and takes in: its error, a stored fact, names and time formats."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+FACT_TYPES = ("world", "experience", "observation")
+LINK_KINDS = ("semantic", "temporal", "causal")
+BUSY_TIMEOUT_MS = 30_000
+
+
+class StoreError(Exception):
+    """A problem with the database file that the user can act on (one-line message)."""
+
+
+class StoreBusy(StoreError):
+    """Another process held the write lock for longer than the busy timeout."""
+
+
+class StoreFull(StoreError):
+    """The disk (or a size limit) is full; the transaction was rolled back."""
+
+
+class StoreReadOnly(StoreError):
+    """The file or its folder cannot be written."""
+
+
+def iso(dt: datetime | None) -> str | None:
+    """Stored form of a time: naive UTC, to the second (aware times are converted first)."""
+    if dt is None:
+        return None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt.isoformat(timespec="seconds")
+
+
+def parse_iso(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+@dataclass
+class Fact:
+    """One stored memory, as read back for recall and output."""
+
+    id: int
+    text: str
+    context: str | None
+    fact_type: str
+    mentioned_at: datetime
+    occurred_start: datetime | None
+    occurred_end: datetime | None
+    tags: list[str]
+    metadata: dict[str, Any]
+    proof_count: int
+    source_id: str | None
+    document_id: str | None
+    chunk_id: int | None
+    entities: list[str]
+    valid_from: datetime | None = None
+    invalid_at: datetime | None = None
+    superseded_by: int | None = None
+    created_at: datetime | None = None
+
+    @property
+    def event_time(self) -> datetime:
+        return self.occurred_start or self.mentioned_at
+
+
+def batched(items: list, size: int = 500) -> Iterator[list]:
+    """Slices of at most `size`: SQLite limits the parameters of one statement."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def content_hash(
+    text: str,
+    context: str | None,
+    fact_type: str,
+    mentioned_at: datetime | None,
+    occurred_start: datetime | None = None,
+    occurred_end: datetime | None = None,
+) -> str:
+    """Identity of a memory for dedupe: the same words (case and spacing aside) from the same
+    speaker, of the same type, said at the same time about the same time. The same sentence
+    said on another day is a new memory (a recurring event), not a duplicate."""
+    import hashlib
+
+    normal = " ".join(text.lower().split())
+    key = "\x1f".join(
+        (
+            fact_type,
+            (context or "").strip().lower(),
+            normal,
+            iso(mentioned_at) or "",
+            iso(occurred_start) or "",
+            iso(occurred_end) or "",
+        )
+    )
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
