@@ -77,6 +77,7 @@ def recall(
         tuple(options.types) if options.types else None,
         tuple(options.tags) if options.tags else None,
         options.tags_match,
+        as_of=options.as_of,
     )
     ctx = ArmContext(store, bank_id, query, None, window, limit, filters, settings, now)
     wanted = set(options.arms)

@@ -32,6 +32,9 @@ class RecallOptions:
     arms: tuple[str, ...] = ARMS
     # Drop results whose final score is below this (None: keep all that fit the budget).
     min_score: float | None = None
+    # Answer as the store stood at this time: facts recorded by then and not yet closed by
+    # a correction then (None: now, and closed facts are skipped).
+    as_of: datetime | None = None
 
 
 @dataclass
