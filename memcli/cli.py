@@ -17,7 +17,8 @@ import typer
 
 from memcli import __version__
 from memcli.bench.command import bench as bench_command
-from memcli.cliutil import Budget, fail
+from memcli.commands import register_commands
+from memcli.cliutil import Budget, fail, info, load_embedder_or_fail, open_store, state
 from memcli.paths import resolve_db_path
 
 app = typer.Typer(
@@ -43,18 +44,6 @@ class TagsMatch(str, Enum):
     exact = "exact"
 
 
-class State:
-    db: Path
-    bank: str = "default"
-
-
-state = State()
-
-
-def info(message: str) -> None:
-    typer.echo(message, err=True)
-
-
 def version_callback(value: bool) -> None:
     if value:
         typer.echo(f"mem {__version__}")
@@ -77,27 +66,6 @@ def main_options(
 ) -> None:
     state.db = resolve_db_path(db)
     state.bank = bank
-
-
-def _open_store(create: bool, readonly: bool = False):
-    from memcli.store import Store, StoreError
-
-    try:
-        return Store(state.db, create=create, readonly=readonly)
-    except StoreError as exc:
-        fail(str(exc))
-    except Exception as exc:  # apsw errors on unreadable files, permissions, ...
-        fail(f"cannot open {state.db}: {exc}")
-
-
-def _load_embedder():
-    from memcli.models import ModelError
-    from memcli.models.embedder import load_embedder
-
-    try:
-        return load_embedder(os.environ.get("MEM_EMBEDDER") or None)
-    except ModelError as exc:
-        fail(str(exc))
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,9 +171,9 @@ def retain(
     from memcli import progress as progress_mod
     from memcli.store import StoreError
 
-    store = _open_store(create=True)
+    store = open_store(create=True)
     try:
-        retainer = Retainer(store, state.bank, _load_embedder(), keep_stored=as_json, append=append)
+        retainer = Retainer(store, state.bank, load_embedder_or_fail(), keep_stored=as_json, append=append)
         retainer.summary.invalid = invalid
         with progress_mod.bar(len(items), "retaining") as advance:
             summary = retainer.retain(items, advance)
@@ -330,12 +298,12 @@ def recall(
         )
     except ValueError as exc:
         fail(f"--now: {exc}")
-    store = _open_store(create=False)
+    store = open_store(create=False)
     model_cache: dict[str, Any] = {}
 
     def embedder():
         if "e" not in model_cache:
-            model_cache["e"] = _load_embedder()
+            model_cache["e"] = load_embedder_or_fail()
         return model_cache["e"]
 
     cross = _load_reranker(reranker, not no_rerank)
@@ -383,7 +351,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show the banks in the database and how much each holds."""
-    store = _open_store(create=False)
+    store = open_store(create=False)
     try:
         rows = store.bank_stats()
         meta = {"db": str(store.path), "embedder": store.get_meta("embedder")}
@@ -404,6 +372,10 @@ def stats(
 # bench (its options live beside the runner; the module imports only typer at start-up)
 
 app.command("bench")(bench_command)
+
+# Commands that live in their own modules (memcli/commands/); each module's register(app)
+# adds its commands. Their imports stay inside the commands, so start-up stays light.
+register_commands(app)
 
 
 def main() -> None:

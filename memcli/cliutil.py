@@ -1,14 +1,37 @@
-"""What every `mem` command shares: the one-line error exit and the budget choice.
+"""What every `mem` command shares: the global options, opening the store, loading the
+embedder, the one-line error exit and the budget choice.
 
-Only typer and the standard library here: the CLI imports this at start-up.
+Command modules (memcli/cli.py and memcli/commands/*) import from here, never from each
+other. Only typer and the standard library at import time: the CLI imports this at start-up.
 """
 
 from __future__ import annotations
 
+import os
 from enum import Enum
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from memcli.models.embedder import Embedder
+    from memcli.store import Store
+
+
+class State:
+    """The global options (`mem --db D --bank B ...`), set by the app callback."""
+
+    db: Path
+    bank: str = "default"
+
+
+state = State()
+
+
+def info(message: str) -> None:
+    """A message for the user (stderr: stdout is for results)."""
+    typer.echo(message, err=True)
 
 
 class Budget(str, Enum):
@@ -34,3 +57,26 @@ def describe_unexpected(exc: BaseException) -> str:
         return f"database error: {exc}"
     text = " ".join(str(exc).split()) or "no details"
     return f"unexpected {name}: {text} (run with MEM_DEBUG=1 for a traceback)"
+
+
+def open_store(create: bool, readonly: bool = False) -> Store:
+    """The store at --db, or a one-line error exit (not a store, locked, unreadable...)."""
+    from memcli.store import Store, StoreError
+
+    try:
+        return Store(state.db, create=create, readonly=readonly)
+    except StoreError as exc:
+        fail(str(exc))
+    except Exception as exc:  # apsw errors on unreadable files, permissions, ...
+        fail(f"cannot open {state.db}: {exc}")
+
+
+def load_embedder_or_fail(name: str | None = None) -> Embedder:
+    """The embedder named (or $MEM_EMBEDDER, or the default), or a one-line error exit."""
+    from memcli.models import ModelError
+    from memcli.models.embedder import load_embedder
+
+    try:
+        return load_embedder(name or os.environ.get("MEM_EMBEDDER") or None)
+    except ModelError as exc:
+        fail(str(exc))
