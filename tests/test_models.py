@@ -64,7 +64,7 @@ def test_embed_shape_dtype_and_unit_rows(minilm: Embedder) -> None:
     assert vecs.shape == (4, 384)
     assert vecs.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
-    assert minilm.name.startswith("all-MiniLM-L6-v2-")
+    assert minilm.name == "all-MiniLM-L6-v2"  # the GGUF general.name, not the file stem
 
 
 def test_paraphrase_closer_than_unrelated(minilm: Embedder) -> None:
@@ -311,3 +311,95 @@ def test_llama_cpp_prints_nothing(reranker_path: Path, tmp_path: Path) -> None:
     assert result.returncode == 0
     assert result.stdout == ""
     assert result.stderr == ""
+
+
+# ---- embedder identity: the model's name and a hash of its weights, not its file name ------
+
+
+def test_identity_is_general_name_and_sha256_of_the_gguf(minilm: Embedder) -> None:
+    import hashlib
+
+    assert minilm.name == "all-MiniLM-L6-v2"  # general.name inside the GGUF
+    assert minilm.fingerprint == hashlib.sha256(minilm.path.read_bytes()).hexdigest()
+    assert minilm.rules.english_only and minilm.rules.query_prefix == ""
+
+
+def test_renamed_copy_is_the_same_model(minilm: Embedder, tmp_path: Path) -> None:
+    copy = tmp_path / "my-renamed-model.gguf"
+    copy.write_bytes(minilm.path.read_bytes())
+    other = Embedder(copy)
+    assert (other.name, other.fingerprint) == (minilm.name, minilm.fingerprint)
+    np.testing.assert_allclose(other.embed(["a cat"]), minilm.embed(["a cat"]), atol=1e-6)
+
+
+def test_fingerprint_hash_is_cached_by_path_size_and_mtime(minilm: Embedder, tmp_path) -> None:
+    """A changed file (same path, new mtime) is hashed again; an unchanged one is not read."""
+    import hashlib
+
+    f = tmp_path / "weights.bin"
+    f.write_bytes(b"one")
+    assert convert_mod.sha256_cached(f) == hashlib.sha256(b"one").hexdigest()
+    f.write_bytes(b"two")
+    os.utime(f, ns=(1, 10**9))
+    assert convert_mod.sha256_cached(f) == hashlib.sha256(b"two").hexdigest()
+    # Same size and mtime as the record: the cached digest is trusted (that is the contract).
+    f.write_bytes(b"TWO")
+    os.utime(f, ns=(1, 10**9))
+    assert convert_mod.sha256_cached(f) == hashlib.sha256(b"two").hexdigest()
+
+
+def test_cached_conversion_is_verified_and_redone_when_damaged(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MEM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(convert_mod, "_default_path", None)
+    first = default_embedder_path()
+    sidecar = first.with_name(first.name + ".sha256")
+    good = first.read_bytes()
+    assert sidecar.read_text().strip() == __import__("hashlib").sha256(good).hexdigest()
+    # Damage one byte of a tensor (the header stays valid): the hash no longer matches.
+    damaged = bytearray(good)
+    damaged[-100] ^= 0xFF
+    first.write_bytes(bytes(damaged))
+    monkeypatch.setattr(convert_mod, "_default_path", None)
+    again = default_embedder_path()
+    assert again == first and again.read_bytes() == good
+
+
+def test_cli_accepts_a_renamed_copy_and_refuses_another_model(minilm, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from memcli.cli import app
+    from memcli.store import Store
+
+    runner = CliRunner()
+    db = tmp_path / "mem.db"
+    copy = tmp_path / "copy-of-minilm.gguf"
+    copy.write_bytes(minilm.path.read_bytes())
+
+    def mem(*args: str, **env: str):
+        return runner.invoke(app, ["--db", str(db), *args], env={"MEM_EMBEDDER": None, **env})
+
+    r = mem("retain", "--at", "2026-01-02", "The blue kayak is stored in the garage.")
+    assert r.exit_code == 0, r.stderr
+    # The same weights under another file name: retain and recall both work.
+    r = mem("retain", "--embedder", str(copy), "Spare paddles hang above the kayak.")
+    assert r.exit_code == 0, r.stderr
+    r = mem("recall", "where is the kayak", "--embedder", str(copy))
+    assert r.exit_code == 0, r.stderr
+    assert "garage" in r.stdout
+    with Store(db) as s:
+        before = s.fact_count()
+    # Another model (e5) is refused in one line that names the fix; nothing is written.
+    for args in (
+        ("retain", "--embedder", "e5", "The red canoe is at the lake."),
+        ("recall", "where is the kayak", "--embedder", "e5"),
+    ):
+        r = mem(*args)
+        assert r.exit_code == 1, r.stdout
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("mem: error: "), r.stderr
+        assert "multilingual-e5-small" in lines[0] and "reembed" in lines[0]
+        assert "Traceback" not in r.stderr
+    r = mem("recall", "where is the kayak", MEM_EMBEDDER="e5")
+    assert r.exit_code == 1 and "reembed" in r.stderr
+    with Store(db) as s:
+        assert s.fact_count() == before

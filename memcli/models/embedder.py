@@ -10,7 +10,9 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -162,31 +164,99 @@ class LlamaRunner:
         return groups
 
 
+@dataclass(frozen=True)
+class TextRules:
+    """How a model wants its input, as it was trained: prefixes for queries and for stored
+    text (e5: "query: " / "passage: "), a Unicode normalisation applied first (e5's tokenizer
+    normalises with NFKC, which llama.cpp's does not do), and the languages it knows
+    ("en", "multilingual", or None when unknown) so recall can weigh it for a query."""
+
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    normalization: str | None = None
+    languages: str | None = None
+
+    def _clean(self, text: str) -> str:
+        if not self.normalization:
+            return text
+        text = unicodedata.normalize(self.normalization, text)  # type: ignore[arg-type]
+        # SentencePiece's nmt_nfkc also drops control characters and makes every space one.
+        text = "".join(ch for ch in text if ch.isspace() or unicodedata.category(ch) != "Cc")
+        return " ".join(text.split())
+
+    def query(self, text: str) -> str:
+        return self.query_prefix + self._clean(text)
+
+    def passage(self, text: str) -> str:
+        return self.passage_prefix + self._clean(text)
+
+    @property
+    def english_only(self) -> bool:
+        return self.languages == "en"
+
+
+# Rules of models we know by their general.name, for GGUF files that do not carry memcli.*
+# keys (the MiniLM cache converted by earlier versions, an e5 GGUF converted elsewhere).
+KNOWN_RULES = {
+    "all-MiniLM-L6-v2": TextRules(languages="en"),
+    "multilingual-e5-small": TextRules("query: ", "passage: ", "NFKC", "multilingual"),
+}
+
+
+def rules_from_metadata(metadata: dict[str, str], name: str) -> TextRules:
+    from memcli.models.convert import RULE_KEYS
+
+    known = KNOWN_RULES.get(name, TextRules())
+    return TextRules(
+        metadata.get(RULE_KEYS["query_prefix"], known.query_prefix),
+        metadata.get(RULE_KEYS["passage_prefix"], known.passage_prefix),
+        metadata.get(RULE_KEYS["normalization"], known.normalization) or None,
+        metadata.get(RULE_KEYS["languages"], known.languages) or None,
+    )
+
+
 class Embedder:
-    """Turns texts into L2-normalised float32 vectors for cosine search."""
+    """Turns texts into L2-normalised float32 vectors for cosine search.
+
+    `name` is the model's own name (GGUF general.name, not the file name) and `fingerprint`
+    the sha256 of the GGUF file: a renamed copy is the same model, another model is not.
+    `embed` is for stored text (passages), `embed_query` for queries; `rules` says how each
+    is prepared for this model.
+    """
 
     def __init__(self, path: str | Path, *, token_budget: int = DECODE_TOKEN_BUDGET):
         path = Path(path).expanduser()
         check_gguf_file(path, "embedding model")
         self.path = path
-        self.name: str = path.stem
         self._runner = LlamaRunner(path)
         pooling = self._runner.llama._ctx.pooling_type()
         if pooling not in (1, 2, 3):  # MEAN, CLS, LAST give one n_embd vector per sequence
             kind = {0: "no pooling", 4: "RANK pooling (a reranker)"}.get(pooling, "no pooling")
             raise ModelError(f"{path.name} is not an embedding model: it has {kind}")
+        meta = self._runner.metadata
+        self.name: str = (meta.get("general.name") or "").strip() or path.stem
+        self.rules = rules_from_metadata(meta, self.name)
+        from memcli.models.convert import sha256_cached
+
+        try:
+            self.fingerprint: str = sha256_cached(path)
+        except OSError as exc:
+            raise ModelError(f"cannot read embedding model {path}: {exc.strerror}") from exc
         self.dim: int = self._runner.n_embd
         self.token_budget = token_budget
         # sentence-transformers' limit (written by our converter) else the context size.
-        limit = self._runner.metadata.get("memcli.max_seq_length")
+        limit = meta.get("memcli.max_seq_length")
         self.max_tokens: int = min(int(limit), self._runner.n_ctx) if limit else self._runner.n_ctx
 
     def _ids(self, text: str) -> list[int]:
         r = self._runner
         return [r.cls_id, *r.tokenize(text, self.max_tokens - 2), r.sep_id]
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Vectors for texts, shape (len(texts), dim), rows of unit length; long texts truncated."""
+    def token_ids(self, text: str, *, query: bool = False) -> list[int]:
+        """The ids the model sees for text (with its rules applied and the special tokens)."""
+        return self._ids(self.rules.query(text) if query else self.rules.passage(text))
+
+    def _embed_prepared(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
@@ -197,18 +267,64 @@ class Embedder:
         np.divide(out, norms, out=out, where=norms > 0)
         return out
 
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for stored texts (passages), shape (len(texts), dim), rows of unit length;
+        long texts truncated."""
+        return self._embed_prepared([self.rules.passage(t) for t in texts])
+
+    embed_passages = embed
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed_prepared([self.rules.query(t) for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_queries([text])[0]
+
+
+# Built-in embedders by name (and short aliases): what `--embedder NAME` and a bank's recorded
+# name resolve to. Anything else is a path to a GGUF file.
+BUILTIN_ALIASES = {
+    "minilm": "all-MiniLM-L6-v2",
+    "all-minilm-l6-v2": "all-MiniLM-L6-v2",
+    "e5": "multilingual-e5-small",
+    "multilingual-e5-small": "multilingual-e5-small",
+}
+
+
+def builtin_name(spec: str) -> str | None:
+    """The built-in model a name means ("e5" -> multilingual-e5-small), None for a path."""
+    return BUILTIN_ALIASES.get(spec.strip().lower())
+
+
+def builtin_path(name: str) -> Path:
+    if name == "multilingual-e5-small":
+        from memcli.models.e5 import e5_embedder_path
+
+        return e5_embedder_path()
+    from memcli.models.convert import default_embedder_path
+
+    return default_embedder_path()
+
 
 _cache: dict[Path, Embedder] = {}
 _cache_lock = threading.Lock()
 
 
-def load_embedder(path: str | Path | None = None) -> Embedder:
-    """The embedder for path (None: the bundled MiniLM), loaded once per process."""
-    if path is None:
-        from memcli.models.convert import default_embedder_path
+def resolve_embedder_path(spec: str | Path | None) -> Path:
+    """A GGUF path for an embedder spec: None (the default MiniLM), a built-in name or alias
+    ("e5", "minilm", "multilingual-e5-small"), or a path."""
+    if spec is None:
+        return builtin_path("all-MiniLM-L6-v2")
+    if isinstance(spec, str):
+        name = builtin_name(spec)
+        if name is not None:
+            return builtin_path(name)
+    return Path(spec).expanduser()
 
-        path = default_embedder_path()
-    key = Path(path).expanduser().resolve()
+
+def load_embedder(path: str | Path | None = None) -> Embedder:
+    """The embedder for path or name (None: the bundled MiniLM), loaded once per process."""
+    key = resolve_embedder_path(path).resolve()
     with _cache_lock:
         emb = _cache.get(key)
         if emb is None:

@@ -1,0 +1,65 @@
+"""Which embedder a bank uses, with no flags: the one it was made with, else one that suits
+its first text (mostly Chinese, Japanese or Korean: the multilingual e5; else MiniLM).
+
+An explicit choice (`--embedder NAME|PATH`, MEM_EMBEDDER, the config file) always wins; when
+it is not the bank's model, retain and recall refuse with a one-line error (store/vectors.py,
+lifecycle.py) that names `mem reembed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from memcli import lang
+from memcli.models import ModelError
+
+DEFAULT_NAME = "all-MiniLM-L6-v2"
+MULTILINGUAL_NAME = "multilingual-e5-small"
+
+
+@dataclass(frozen=True)
+class EmbedderChoice:
+    spec: str  # a built-in name or a path, for load_embedder
+    reason: str  # for messages and --trace: "--embedder", "bank", "mostly CJK text", ...
+
+
+def for_texts(texts: Iterable[str]) -> EmbedderChoice:
+    """The embedder for a new bank whose first text is texts."""
+    share = lang.cjk_share(texts)
+    if share >= lang.MOSTLY_CJK:
+        return EmbedderChoice(MULTILINGUAL_NAME, f"new bank, {share:.0%} CJK text")
+    return EmbedderChoice(DEFAULT_NAME, "new bank" if share == 0 else f"new bank, {share:.0%} CJK")
+
+
+def for_bank(
+    recorded_name: str | None,
+    override: str | None,
+    texts: Iterable[str] | None = None,
+    *,
+    bank: str = "default",
+) -> EmbedderChoice:
+    """The explicit override, else the bank's recorded model, else (a bank with no vectors
+    yet) the choice for its first texts, else the default."""
+    if override:
+        return EmbedderChoice(override, "explicit")
+    if recorded_name:
+        from memcli.models.embedder import builtin_name
+        from memcli.store.vectors import same_model_name
+
+        name = builtin_name(recorded_name)
+        if name is None:  # a name recorded by an older version: the cache file's stem
+            name = next(
+                (b for b in (DEFAULT_NAME, MULTILINGUAL_NAME) if same_model_name(recorded_name, b)),
+                None,
+            )
+        if name is None:
+            raise ModelError(
+                f"bank {bank!r} was embedded with {recorded_name}, a model file mem does not "
+                "ship: give it with --embedder PATH (or MEM_EMBEDDER), or re-embed the bank "
+                "with `mem reembed --embedder NAME`"
+            )
+        return EmbedderChoice(name, "bank")
+    if texts is not None:
+        return for_texts(texts)
+    return EmbedderChoice(DEFAULT_NAME, "default")
