@@ -15,6 +15,13 @@ import numpy as np
 from memcli.store.types import StoreError, batched, marks
 
 
+def same_model_name(recorded: str, name: str) -> bool:
+    """Whether a bank's recorded embedder name (from before fingerprints) means this model.
+    Older versions recorded the file stem of the converted cache ("all-MiniLM-L6-v2-53aa51172d14
+    -f16"), today's record the model's own name ("all-MiniLM-L6-v2")."""
+    return recorded == name or recorded.startswith(name + "-")
+
+
 class VectorsMixin:
     conn: Any
     path: Any
@@ -59,7 +66,11 @@ class VectorsMixin:
                     "the bank with `mem reembed`"
                 )
             return
-        if have_name is not None and have_name != name and self.bank_has_vectors(bank_id):
+        if (
+            have_name is not None
+            and not same_model_name(have_name, name)
+            and self.bank_has_vectors(bank_id)
+        ):
             raise StoreError(
                 f"this bank was embedded with {have_name}, not {name}: use --embedder "
                 f"{have_name} or re-embed the bank with `mem reembed`"
