@@ -1,0 +1,436 @@
+"""Export a bank as JSONL and import it back, losslessly.
+
+The file, one JSON object a line, in this order:
+  {"kind": "header", "format": "mem-export", "format_version": 1, "schema": 3,
+   "bank": {name, created_at, embedder, embedder_fingerprint},
+   "vectors": {"dim", "encoding"} or null, "ids": {table: [min, max]}, "counts": {...}}
+  {"kind": "document", ...}*  {"kind": "chunk", ...}*  {"kind": "entity", ...}*
+  {"kind": "fact", ...}*      {"kind": "link", ...}*
+  {"kind": "end", "counts": {...}}
+Every row keeps its id, so an import into a store that has none of those ids (a fresh
+one) exports again byte for byte; where ids are taken, each table's ids are shifted past
+the highest one in use, consistently. Rows come in id order and the header holds no clock
+time, so exporting the same bank twice gives the same bytes.
+
+An import is one transaction: a file cut short (no end record, or fewer rows than its
+header counts), a line of another kind, another schema version, or vectors of another
+embedder leave the store exactly as it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from memcli.lifecycle import LifecycleError, embedding_text
+from memcli.store import SCHEMA_VERSION, Store, check_bank_name
+
+FORMAT = "mem-export"
+FORMAT_VERSION = 1
+VECTOR_ENCODING = "base64 float32 little-endian"
+KINDS = ("document", "chunk", "entity", "fact", "link")
+_TABLE_OF = {"document": "documents", "chunk": "chunks", "entity": "entities", "fact": "facts"}
+# Facts embedded per call when an import computes vectors.
+EMBED_BATCH = 256
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+# -- export -------------------------------------------------------------------------------
+
+
+def export_lines(
+    store: Store, bank: str, *, with_vectors: bool = False
+) -> tuple[dict[str, Any], Iterator[str]]:
+    """(header, lines): the bank as JSONL lines (without newlines), streamed from cursors
+    inside one read transaction, so the file is one consistent state of the store. Consume
+    the iterator fully (or close it) before writing to the store."""
+    bank_id = store.require_bank(bank)
+    ctx = store.snapshot()
+    ctx.__enter__()
+    try:
+        counts = store.export_counts(bank_id)
+        dim = store.vector_dim() if with_vectors and counts["facts"] else None
+        header = {
+            "kind": "header",
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "schema": SCHEMA_VERSION,
+            "bank": store.bank_row(bank_id),
+            "vectors": {"dim": dim, "encoding": VECTOR_ENCODING} if dim else None,
+            "ids": store.bank_id_ranges(bank_id),
+            "counts": counts,
+        }
+    except BaseException:
+        ctx.__exit__(None, None, None)
+        raise
+
+    def lines() -> Iterator[str]:
+        try:
+            yield dumps(header)
+            for kind in ("document", "chunk", "entity"):
+                for rec in store.export_rows(bank_id, _TABLE_OF[kind]):
+                    yield dumps({"kind": kind, **rec})
+            for rec in store.export_facts(bank_id, bool(dim)):
+                if dim:
+                    blob = rec.pop("vector")
+                    rec["vector"] = base64.b64encode(blob).decode("ascii") if blob else None
+                yield dumps({"kind": "fact", **rec})
+            for a, b, link_kind, weight in store.export_links(bank_id):
+                yield dumps(
+                    {"kind": "link", "from": a, "to": b, "link": link_kind, "weight": weight}
+                )
+            yield dumps({"kind": "end", "counts": counts})
+        finally:
+            ctx.__exit__(None, None, None)
+
+    return header, lines()
+
+
+# -- import -------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportReport:
+    bank: str
+    counts: dict[str, int]
+    renumbered: list[str]  # tables whose ids were shifted (taken in this store)
+    embedded: int  # facts whose vectors were computed (the file had none, or --reembed)
+    seconds: float = 0.0
+
+
+class _Line:
+    """Reads the file's lines with their numbers, JSON-decoded, one at a time."""
+
+    def __init__(self, lines: Iterable[str], name: str):
+        self.name = name
+        self._it = iter(lines)
+        self.number = 0
+
+    def next(self) -> dict[str, Any] | None:
+        for raw in self._it:
+            self.number += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise self.error(
+                    f"is not JSON ({exc.msg}): a half-written export? nothing imported"
+                ) from None
+            if not isinstance(obj, dict):
+                raise self.error("is not a JSON object")
+            return obj
+        return None
+
+    def error(self, message: str) -> LifecycleError:
+        return LifecycleError(f"{self.name} line {self.number} {message}")
+
+
+def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
+    if h is None:
+        raise LifecycleError(f"{src.name} is empty: not a mem export")
+    if h.get("kind") != "header" or h.get("format") != FORMAT:
+        hint = ""
+        if "text" in h:
+            hint = " (it looks like retain input: use `mem retain --jsonl`)"
+        elif "results" in h or "query" in h:
+            hint = " (it looks like recall output)"
+        raise src.error(f"is not a mem export header{hint}")
+    if h.get("format_version") != FORMAT_VERSION:
+        raise src.error(
+            f"is export format {h.get('format_version')!r}; this mem reads format {FORMAT_VERSION}"
+        )
+    if h.get("schema") != SCHEMA_VERSION:
+        raise LifecycleError(
+            f"{src.name} was exported from a store of schema {h.get('schema')!r}; this mem "
+            f"imports schema {SCHEMA_VERSION}: export it again with a mem of schema "
+            f"{SCHEMA_VERSION} (opening the old store with it upgrades it)"
+        )
+    for key, kind in (("bank", dict), ("ids", dict), ("counts", dict)):
+        if not isinstance(h.get(key), kind):
+            raise src.error(f"has no {key!r} object: not a mem export header")
+    if not isinstance(h["bank"].get("name"), str) or not isinstance(
+        h["bank"].get("created_at"), str
+    ):
+        raise src.error("names no bank")
+    v = h.get("vectors")
+    if v is not None and (
+        not isinstance(v, dict)
+        or not isinstance(v.get("dim"), int)
+        or v["dim"] <= 0
+        or v.get("encoding") != VECTOR_ENCODING
+    ):
+        raise src.error("has a vectors entry this mem cannot read")
+    return h
+
+
+_REQUIRED: dict[str, dict[str, tuple[type, ...]]] = {
+    "document": {"id": (int,), "external_id": (str,), "created_at": (str,)},
+    "chunk": {"id": (int,), "document_id": (int, type(None)), "source_id": (str, type(None)),
+              "text": (str,)},
+    "entity": {"id": (int,), "name": (str,), "aliases": (list,), "first_seen": (str, type(None)),
+               "last_seen": (str, type(None)), "mention_count": (int,), "keys": (list,)},
+    "fact": {"id": (int,), "text": (str,), "context": (str, type(None)), "fact_type": (str,),
+             "mentioned_at": (str,), "occurred_start": (str, type(None)),
+             "occurred_end": (str, type(None)), "event_time": (str,), "tags": (list,),
+             "metadata": (dict,), "proof_count": (int,), "source_id": (str, type(None)),
+             "document_id": (int, type(None)), "chunk_id": (int, type(None)),
+             "content_hash": (str,), "created_at": (str,), "valid_from": (str, type(None)),
+             "invalid_at": (str, type(None)), "superseded_by": (int, type(None)),
+             "entities": (list,), "fts_entities": (str, type(None)),
+             "fts_lead_in": (str, type(None))},
+    "link": {"from": (int,), "to": (int,), "link": (str,), "weight": (int, float)},
+}  # fmt: skip
+
+
+def _check_record(rec: dict[str, Any], kind: str, src: _Line) -> None:
+    for key, types in _REQUIRED[kind].items():
+        if key not in rec:
+            raise src.error(f"({kind}) has no {key!r}")
+        value = rec[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise src.error(f"({kind}) has a bad {key!r}: {value!r:.40}")
+
+
+def import_lines(
+    store: Store,
+    lines: Iterable[str],
+    *,
+    name: str,
+    bank: str | None,
+    embedder: Callable[[], Any],
+    reembed: bool = False,
+    progress: Callable[[int], None] | None = None,
+    on_header: Callable[[dict[str, Any]], None] | None = None,
+) -> ImportReport:
+    """Import an export file into a new bank (default: the bank named in the file), in one
+    transaction. `embedder` is called (once) only when vectors must be computed or checked."""
+    started = time.perf_counter()
+    src = _Line(lines, name)
+    header = _check_header(src.next(), src)
+    if on_header:
+        on_header(header)
+    target = bank or header["bank"]["name"]
+    check_bank_name(target)
+    if store.bank_id(target) is not None:
+        raise LifecycleError(
+            f"bank {target!r} already exists in {store.path}: import into a new bank with "
+            f"--into NAME, or delete it first (mem banks --delete {target})"
+        )
+    file_vectors = header.get("vectors")
+    use_file_vectors = file_vectors is not None and not reembed
+    model = None
+    if use_file_vectors:
+        model = embedder()
+        fb = header["bank"]
+        have_fp = fb.get("embedder_fingerprint")
+        fp = getattr(model, "fingerprint", None)
+        same = have_fp == fp if (have_fp and fp) else fb.get("embedder") == model.name
+        if not same or file_vectors["dim"] != model.dim:
+            raise LifecycleError(
+                f"{name} holds vectors of {fb.get('embedder')} ({(have_fp or '?')[:12]}), not of "
+                f"{model.name} ({(fp or '?')[:12]}), the embedder in use: add --reembed to embed "
+                f"the facts again with {model.name}, or set MEM_EMBEDDER to that model"
+            )
+        vec_name, vec_fp, dim = fb.get("embedder"), have_fp, file_vectors["dim"]
+    else:
+        model = None
+        vec_name = vec_fp = None
+        dim = 0
+
+    counts = dict.fromkeys((*KINDS, "reembedded"), 0)
+    renumbered: list[str] = []
+    with store.atomic() as conn:
+        conn.execute("PRAGMA defer_foreign_keys = ON")
+        bank_id = store.create_bank_row(target, header["bank"]["created_at"])
+        shift: dict[str, int] = {}
+        for table, span in header["ids"].items():
+            if table not in _TABLE_OF.values():
+                raise src.error(f"header: unknown table {table!r}")
+            if span is None:
+                shift[table] = 0
+                continue
+            if (
+                not isinstance(span, list)
+                or len(span) != 2
+                or not all(isinstance(x, int) for x in span)
+            ):
+                raise src.error(f"header: bad id range for {table}")
+            if store.ids_taken(table, span[0], span[1]):
+                shift[table] = store.max_id(table) - span[0] + 1
+                renumbered.append(table)
+            else:
+                shift[table] = 0
+        d, c, e, f = (shift.get(t, 0) for t in ("documents", "chunks", "entities", "facts"))
+
+        def opt(value: int | None, by: int) -> int | None:
+            return None if value is None else value + by
+
+        spellings: dict[int, list[str]] = {}
+        pending: list[tuple[dict[str, Any], list[int]]] = []
+        link_rows: list[tuple[int, int, str, float]] = []
+        vectors_ready = False
+
+        def ensure_vector_table(name_: str, fp_: str | None, dim_: int) -> None:
+            nonlocal vectors_ready
+            if not vectors_ready:
+                store.ensure_vectors(bank_id, name_, fp_, dim_)
+                vectors_ready = True
+
+        def flush() -> None:
+            nonlocal model
+            if not pending:
+                return
+            if model is None:
+                model = embedder()
+            ensure_vector_table(model.name, getattr(model, "fingerprint", None), model.dim)
+            texts = [
+                embedding_text(
+                    r["text"],
+                    r["context"],
+                    r["occurred_start"],
+                    r["occurred_end"],
+                    r["fts_lead_in"],
+                    [spellings.get(eid, []) for eid in ents],
+                )
+                for r, ents in pending
+            ]
+            import numpy as np
+
+            for (rec, ents), vec in zip(pending, model.embed(texts)):
+                _insert_fact(store, bank_id, rec, ents, np.asarray(vec, dtype="<f4").tobytes())
+            counts["reembedded"] += len(pending)
+            if progress:
+                progress(len(pending))
+            pending.clear()
+
+        stage = 0
+        end = None
+        try:
+            while True:
+                rec = src.next()
+                if rec is None:
+                    break
+                kind = rec.get("kind")
+                if kind == "end":
+                    end = rec
+                    if src.next() is not None:
+                        raise src.error("comes after the end record")
+                    break
+                if kind not in KINDS:
+                    raise src.error(
+                        f"is a record of unknown kind {kind!r}: not part of a mem export"
+                    )
+                if KINDS.index(kind) < stage:
+                    raise src.error(f"({kind}) comes after the {KINDS[stage]} records")
+                stage = KINDS.index(kind)
+                _check_record(rec, kind, src)
+                if kind == "document":
+                    store.import_document(
+                        bank_id, rec["id"] + d, rec["external_id"], rec["created_at"]
+                    )
+                elif kind == "chunk":
+                    store.import_chunk(
+                        bank_id,
+                        rec["id"] + c,
+                        opt(rec["document_id"], d),
+                        rec["source_id"],
+                        rec["text"],
+                    )
+                elif kind == "entity":
+                    rec["id"] += e
+                    store.import_entity(bank_id, rec["id"], rec)
+                    spellings[rec["id"]] = [rec["name"], *rec["aliases"]]
+                elif kind == "fact":
+                    rec["id"] += f
+                    rec["document_id"] = opt(rec["document_id"], d)
+                    rec["chunk_id"] = opt(rec["chunk_id"], c)
+                    rec["superseded_by"] = opt(rec["superseded_by"], f)
+                    ents = [x + e for x in rec["entities"]]
+                    if use_file_vectors:
+                        blob = _vector(rec, dim, src)
+                        ensure_vector_table(vec_name, vec_fp, dim)
+                        _insert_fact(store, bank_id, rec, ents, blob)
+                        if progress:
+                            progress(1)
+                    else:
+                        pending.append((rec, ents))
+                        if len(pending) >= EMBED_BATCH:
+                            flush()
+                else:
+                    flush()
+                    link_rows.append((rec["from"] + f, rec["to"] + f, rec["link"], rec["weight"]))
+                    if len(link_rows) >= 1000:
+                        store.import_links(link_rows)
+                        link_rows.clear()
+                counts[kind] += 1
+            flush()
+            store.import_links(link_rows)
+        except apsw.Error as exc:
+            raise src.error(f"cannot be stored: {exc}; nothing imported") from None
+        if end is None:
+            raise LifecycleError(
+                f"{name} ends at line {src.number} without its end record: a half-written "
+                "export? nothing imported"
+            )
+        expected = header["counts"]
+        got = {_TABLE_OF.get(k, k + "s"): counts[k] for k in KINDS}
+        if any(expected.get(k) != v for k, v in got.items()):
+            raise LifecycleError(
+                f"{name} holds {_counts_text(got)} but its header promised "
+                f"{_counts_text(expected)}: the file is damaged; nothing imported"
+            )
+        dangling = store.dangling_references()
+        if dangling:
+            raise LifecycleError(
+                f"{name} refers to {dangling} rows it does not hold (ids of another bank?); "
+                "nothing imported"
+            )
+    report_counts = {**got, "embedded": counts["reembedded"]}
+    return ImportReport(
+        target, report_counts, renumbered, counts["reembedded"], time.perf_counter() - started
+    )
+
+
+def _vector(rec: dict[str, Any], dim: int, src: _Line) -> bytes:
+    value = rec.get("vector")
+    if not isinstance(value, str):
+        raise src.error("(fact) has no vector although the header says the file has them")
+    try:
+        blob = base64.b64decode(value, validate=True)
+    except ValueError:
+        raise src.error("(fact) has a vector that is not base64") from None
+    if len(blob) != dim * 4:
+        raise src.error(f"(fact) has a vector of {len(blob) // 4} floats, not {dim}")
+    return blob
+
+
+def _insert_fact(
+    store: Store, bank_id: int, rec: dict[str, Any], entity_ids: list[int], blob: bytes
+) -> None:
+    from memcli import fts
+    from memcli.store import FACT_TYPES
+
+    if rec["fact_type"] not in FACT_TYPES:
+        raise LifecycleError(f"fact {rec['id']}: unknown type {rec['fact_type']!r}")
+    store.import_fact(
+        bank_id,
+        rec,
+        entity_ids,
+        fts.index_text(rec["text"]),
+        fts.index_text(rec["context"] or ""),
+        blob,
+    )
+
+
+def _counts_text(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{v} {k}" for k, v in counts.items())

@@ -1,0 +1,506 @@
+"""The memory lifecycle: select, show, forget, correct and re-embed what a bank holds.
+
+The CLI (memcli/commands/lifecycle.py) parses and prints; everything here works on a Store
+and raises LifecycleError (or StoreError) with a one-line message before anything is
+written.
+
+What the commands promise:
+- forget removes the selected facts from every table (facts, FTS, vectors, tags, entity
+  rows and counts, links, chunks and documents no fact uses any more) in one transaction;
+  a correction whose new fact is forgotten gives the old fact its validity back.
+- correct stores the new text as a new fact and closes the old one at the new one's time
+  (valid time, as graphiti's valid_at / invalid_at): the old fact stays, skipped by recall
+  and list, and `--as-of` a time before the correction still finds it. One transaction.
+- reembed computes every vector of a bank again with another model from the stored facts
+  (no re-extraction), in batches that each commit into a staging table; the bank keeps its
+  old vectors, and stays searchable with its old model, until the last batch swaps the new
+  ones in with the new fingerprint in one transaction. An interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memcli.store import Fact, Store, StoreError, iso
+
+# Facts embedded (and committed) per re-embedding batch: small enough that Ctrl-C loses
+# little work, large enough that the per-transaction cost does not matter.
+REEMBED_BATCH = 256
+
+
+class LifecycleError(ValueError):
+    """Bad input to a lifecycle command (one-line message); nothing was written."""
+
+
+@dataclass
+class Selection:
+    """Which facts of a bank a command works on. Every given criterion must hold."""
+
+    ids: list[int] | None = None
+    document: str | None = None
+    source_id: str | None = None
+    context: str | None = None
+    since: datetime | None = None  # mentioned at or after
+    until: datetime | None = None  # mentioned before
+    types: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None
+    tags_match: str = "any"
+    valid_only: bool = True
+    as_of: datetime | None = None
+    # forget --query: the facts recall ranks best for it (at most query_limit).
+    query: str | None = None
+    query_limit: int = 10
+
+    def narrows(self) -> bool:
+        """True when something beyond validity narrows the selection (forget requires it)."""
+        return bool(
+            self.ids
+            or self.document is not None
+            or self.source_id is not None
+            or self.context is not None
+            or self.since is not None
+            or self.until is not None
+            or self.types
+            or self.tags
+            or self.query is not None
+        )
+
+
+def check_selection(sel: Selection) -> None:
+    from memcli.recall.types import TAG_MODES
+    from memcli.store import FACT_TYPES
+
+    for t in sel.types or ():
+        if t not in FACT_TYPES:
+            raise LifecycleError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
+    if sel.tags_match not in TAG_MODES:
+        raise LifecycleError(f"unknown --tags-match {sel.tags_match!r} ({', '.join(TAG_MODES)})")
+    if sel.since and sel.until and sel.since >= sel.until:
+        raise LifecycleError(f"--since {iso(sel.since)} is not before --until {iso(sel.until)}")
+    if sel.query is not None and not sel.query.strip():
+        raise LifecycleError("--query is empty")
+    if sel.query_limit <= 0:
+        raise LifecycleError("--limit must be positive")
+
+
+def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
+    """An --as-of before the bank existed has no answer: say so instead of printing none."""
+    if as_of is None:
+        return
+    created = store.bank_created_at(bank_id)
+    if created is not None and as_of < created:
+        name = store.bank_row(bank_id)["name"]
+        raise LifecycleError(
+            f"--as-of {iso(as_of)} is before bank {name!r} existed (created {iso(created)})"
+        )
+
+
+def iter_facts(
+    store: Store, bank: str, sel: Selection, limit: int | None = None, offset: int = 0
+) -> Iterator[Fact]:
+    """The selected facts, newest said first, streamed (a page of rows at a time)."""
+    check_selection(sel)
+    bank_id = store.require_bank(bank)
+    check_as_of(store, bank_id, sel.as_of)
+    if limit is not None and limit <= 0:
+        raise LifecycleError("--limit must be positive")
+    if offset < 0:
+        raise LifecycleError("--offset cannot be negative")
+    return store.iter_facts(bank_id, sel, limit=limit, offset=offset)
+
+
+# -- show ---------------------------------------------------------------------------------
+
+
+def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """Each fact whole: columns, document and chunk, entities, links, history, embedder."""
+    bank_id = store.require_bank(bank)
+    if not fact_ids:
+        raise LifecycleError("give at least one fact id")
+    missing = store.missing_fact_ids(bank_id, list(fact_ids))
+    if missing:
+        raise LifecycleError(f"no fact {_id_list(missing)} in bank {bank!r}")
+    facts = store.facts_by_id(list(fact_ids), bank_id)
+    embedder, fingerprint = store.bank_embedder(bank_id)
+    out = []
+    for fid in fact_ids:
+        f = facts[fid]
+        chunk = store.chunk_texts([f.chunk_id]).get(f.chunk_id) if f.chunk_id else None
+        out.append(
+            {
+                **fact_json(f),
+                "chunk": chunk,
+                "entities": [
+                    {"id": eid, "name": name, "aliases": aliases}
+                    for eid, name, aliases in store.fact_entity_rows(fid)
+                ],
+                "links": [
+                    {"direction": d, "kind": k, "weight": w, "other": o, "other_text": t}
+                    for d, k, w, o, t in store.fact_links(fid)
+                ],
+                "history": history(store, fid),
+                "embedder": embedder,
+                "embedder_fingerprint": fingerprint,
+                "has_vector": store.has_vector(fid),
+            }
+        )
+    return out
+
+
+def history(store: Store, fact_id: int) -> list[dict[str, Any]]:
+    """The whole correction chain through a fact, oldest first: what it superseded (back
+    to the first version) and what superseded it (to the current one)."""
+    chain = [fact_id]
+    seen = {fact_id}
+    current = fact_id
+    while True:  # back: the fact this one corrected, and so on
+        earlier = [i for i in store.facts_superseded_by(current) if i not in seen]
+        if not earlier:
+            break
+        current = earlier[0]
+        chain.insert(0, current)
+        seen.add(current)
+    current = fact_id
+    while True:  # forward: what corrected this one
+        f = store.facts_by_id([current]).get(current)
+        nxt = f.superseded_by if f else None
+        if nxt is None or nxt in seen:
+            break
+        chain.append(nxt)
+        seen.add(nxt)
+        current = nxt
+    if len(chain) == 1:
+        return []
+    facts = store.facts_by_id(chain)
+    return [
+        {
+            "id": i,
+            "text": facts[i].text,
+            "valid_from": iso(facts[i].valid_from),
+            "invalid_at": iso(facts[i].invalid_at),
+            "superseded_by": facts[i].superseded_by,
+        }
+        for i in chain
+        if i in facts
+    ]
+
+
+def fact_json(f: Fact) -> dict[str, Any]:
+    return {
+        "id": f.id,
+        "text": f.text,
+        "context": f.context,
+        "type": f.fact_type,
+        "mentioned_at": iso(f.mentioned_at),
+        "occurred_start": iso(f.occurred_start),
+        "occurred_end": iso(f.occurred_end),
+        "valid_from": iso(f.valid_from),
+        "invalid_at": iso(f.invalid_at),
+        "superseded_by": f.superseded_by,
+        "created_at": iso(f.created_at),
+        "tags": f.tags,
+        "metadata": f.metadata,
+        "source_id": f.source_id,
+        "document_id": f.document_id,
+        "chunk_id": f.chunk_id,
+        "entities": f.entities,
+    }
+
+
+# -- forget -------------------------------------------------------------------------------
+
+
+@dataclass
+class ForgetPlan:
+    bank_id: int
+    fact_ids: list[int]
+    reopens: int = 0
+    preview: list[Fact] = field(default_factory=list)
+
+
+def plan_forget(
+    store: Store,
+    bank: str,
+    sel: Selection,
+    *,
+    embedder: Any = None,
+    preview: int = 20,
+) -> ForgetPlan:
+    """Which facts a forget would remove (nothing is written). Refuses an empty selector
+    and ids the bank does not hold."""
+    check_selection(sel)
+    if not sel.narrows():
+        raise LifecycleError(
+            "say what to forget: fact ids, --source-id, --document, --tag, --type, --context, "
+            "--before/--since or --query"
+        )
+    bank_id = store.require_bank(bank)
+    if sel.ids:
+        missing = store.missing_fact_ids(bank_id, sel.ids)
+        if missing:
+            raise LifecycleError(f"no fact {_id_list(missing)} in bank {bank!r}; nothing forgotten")
+    if sel.document is not None and store.document_row(bank_id, sel.document) is None:
+        raise LifecycleError(f"no document {sel.document!r} in bank {bank!r}; nothing forgotten")
+    ids = store.selected_fact_ids(bank_id, sel)
+    if sel.query is not None:
+        ranked = _query_ids(store, bank, sel, embedder)
+        chosen = set(ids)
+        ids = sorted(i for i in ranked if i in chosen)
+    plan = ForgetPlan(bank_id, ids, store.superseded_among(ids) if ids else 0)
+    plan.preview = list(store.facts_by_id(ids[:preview], bank_id).values())
+    return plan
+
+
+def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[int]:
+    """The facts recall ranks best for --query (the same pipeline as `mem recall`)."""
+    from memcli.recall import RecallOptions
+    from memcli.recall import recall as run_recall
+
+    options = RecallOptions(
+        limit=sel.query_limit,
+        max_tokens=1_000_000,
+        types=list(sel.types) if sel.types else None,
+        tags=list(sel.tags) if sel.tags else None,
+        tags_match=sel.tags_match,
+        rerank=False,
+        as_of=sel.as_of,
+    )
+    result = run_recall(store, bank, sel.query, options, embedder=embedder)
+    return [c.fact_id for c in result.results]
+
+
+def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
+    """Remove the planned facts everywhere, in one transaction; returns counts."""
+    with store.atomic():
+        # Facts picked at plan time that are gone now (another process) are simply skipped.
+        reopened = store.reopen_superseded(plan.fact_ids)
+        counts = store.delete_facts(plan.fact_ids)
+        counts["documents"] = store.delete_empty_documents(plan.bank_id)
+        counts["reopened"] = reopened
+    return counts
+
+
+# -- correct ------------------------------------------------------------------------------
+
+
+def correction_item(old: Fact, text: str, context: str | None = None) -> Any:
+    """The new version of a fact: its text, with the old one's speaker, type, tags, source
+    and metadata (its document is not taken: retaining that document again would replace
+    the correction too)."""
+    from memcli.retain import RetainItem
+
+    return RetainItem(
+        text=text,
+        source_id=old.source_id,
+        context=context if context is not None else old.context,
+        tags=list(old.tags),
+        fact_type=old.fact_type,
+        metadata=dict(old.metadata),
+    )
+
+
+def current_fact(store: Store, bank: str, fact_id: int) -> Fact:
+    """A fact that is still valid (one that can be corrected), or LifecycleError."""
+    old = store.facts_by_id([fact_id], store.require_bank(bank)).get(fact_id)
+    if old is None:
+        raise LifecycleError(f"no fact {fact_id} in bank {bank!r}; nothing stored")
+    if old.superseded_by is not None or old.invalid_at is not None:
+        by = f" by fact {old.superseded_by}" if old.superseded_by else ""
+        raise LifecycleError(
+            f"fact {fact_id} was already corrected{by}: correct the current version instead"
+        )
+    return old
+
+
+def retain_superseding(
+    store: Store,
+    old: Fact,
+    retainer: Any,
+    items: list[Any],
+    progress: Callable[[int], None] | None = None,
+) -> tuple[Any, list[int]]:
+    """Retain items (with `retainer`, which must keep what it stores) as the new version of
+    `old` and close `old` at the time they are recorded, in one transaction. Returns (retain
+    summary, new fact ids); the first new fact is recorded as old's successor.
+
+    The retainer's `now` is the time of the correction: the new facts are recorded (and,
+    without a time of their own, said) then, so `--as-of` just before it still answers with
+    the old fact."""
+    recorded = retainer.now
+    if old.created_at is not None and recorded < old.created_at:
+        raise LifecycleError(
+            f"a correction at {iso(recorded)} would come before fact {old.id} was recorded "
+            f"({iso(old.created_at)})"
+        )
+    for item in items:
+        if item.timestamp is None:
+            item.timestamp = recorded
+    retainer.keep_stored = True
+    with store.atomic():
+        summary = retainer.retain(items, progress)
+        if summary.interrupted:
+            raise KeyboardInterrupt
+        new_ids = [s["id"] for s in summary.stored]
+        if not new_ids:
+            raise LifecycleError(
+                f"nothing new was stored (identical to a stored fact); fact {old.id} left as it was"
+            )
+        store.close_fact(old.id, recorded, new_ids[0])
+    return summary, new_ids
+
+
+# -- re-embedding -------------------------------------------------------------------------
+
+
+def embedding_text(
+    text: str,
+    context: str | None,
+    occurred_start: str | None,
+    occurred_end: str | None,
+    lead_in: str | None,
+    spellings: Sequence[Sequence[str]],
+) -> str:
+    """What retain embedded for a stored fact, rebuilt from the store: the same text, time
+    phrase and lead-in; an entity is named in brackets only when none of its spellings is
+    in the text (retain named the extracted spans, which are in the text)."""
+    from memcli.retain import embed_text
+    from memcli.timeparse import TimeSpan
+
+    span = None
+    if occurred_start:
+        start = datetime.fromisoformat(occurred_start)
+        span = TimeSpan(start, datetime.fromisoformat(occurred_end) if occurred_end else start)
+    lowered = text.lower()
+    names = [names[0] for names in spellings if not any(n.lower() in lowered for n in names if n)]
+    return embed_text(text, context, span, names, _unindex(lead_in) if lead_in else None)
+
+
+def _unindex(indexed: str) -> str:
+    """The FTS form of a text back to plain (index_text spaces out CJK characters)."""
+    import re
+
+    from memcli.fts import _CJK
+
+    return re.sub(f" ?([{_CJK}]) ?", r"\1", indexed)
+
+
+@dataclass
+class ReembedReport:
+    bank: str
+    embedder: str
+    fingerprint: str | None
+    facts: int
+    embedded: int  # in this run
+    resumed: int  # staged by an earlier, interrupted run
+    seconds: float
+    interrupted: bool = False
+
+
+def reembed(
+    store: Store,
+    bank: str,
+    embedder: Any,
+    *,
+    batch: int = REEMBED_BATCH,
+    progress: Callable[[int], None] | None = None,
+    on_total: Callable[[int, int], None] | None = None,
+) -> ReembedReport:
+    """Re-embed every fact of the bank with `embedder` (see the module docstring). Ctrl-C
+    keeps the committed batches; running it again with the same model resumes."""
+    import time
+
+    import numpy as np
+
+    started = time.perf_counter()
+    bank_id = store.require_bank(bank)
+    name = embedder.name
+    fingerprint = getattr(embedder, "fingerprint", None)
+    dim = int(embedder.dim)
+    have_dim = store.vector_dim()
+    if have_dim is not None and have_dim != dim:
+        others = store.other_banks_with_vectors(bank_id)
+        if others:
+            raise LifecycleError(
+                f"{name} makes {dim}-dimensional vectors but bank(s) {', '.join(others)} in "
+                f"this file hold {have_dim}: export this bank and import it with "
+                "--reembed into another --db"
+            )
+    wanted = {"embedder": name, "fingerprint": fingerprint, "dim": dim}
+    state = store.reembed_state(bank_id)
+    with store.atomic():
+        if state != wanted:
+            store.begin_reembed(bank_id, wanted)
+    total = store.fact_count(bank_id)
+    resumed = store.staged_count(bank_id)
+    if on_total:
+        on_total(total, resumed)
+    embedded = 0
+    report = ReembedReport(bank, name, fingerprint, total, 0, resumed, 0.0)
+    try:
+        last = -1
+        while True:
+            rows = store.embedding_inputs(bank_id, last, batch, skip_staged=True)
+            if not rows:
+                break
+            vectors = embedder.embed([embedding_text(*r[1:]) for r in rows])
+            blobs = [
+                (r[0], np.asarray(v, dtype=np.float32).tobytes()) for r, v in zip(rows, vectors)
+            ]
+            with store.atomic():
+                store.stage_vectors(bank_id, blobs)
+            embedded += len(rows)
+            last = rows[-1][0]
+            if progress:
+                progress(len(rows))
+        with store.atomic():
+            # Facts retained since the batches above (another process) are embedded here,
+            # inside the swap's transaction, so no fact is left without a vector.
+            late = store.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
+            if late:
+                vectors = embedder.embed([embedding_text(*r[1:]) for r in late])
+                store.stage_vectors(
+                    bank_id,
+                    [
+                        (r[0], np.asarray(v, dtype=np.float32).tobytes())
+                        for r, v in zip(late, vectors)
+                    ],
+                )
+                embedded += len(late)
+            store.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
+    except KeyboardInterrupt:
+        report.interrupted = True
+    report.embedded = embedded
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def check_query_embedder(store: Store, bank_id: int, embedder: Any) -> None:
+    """Raise StoreError when the bank's vectors come from another model than the one that
+    would embed the query (cosines between two models' vectors mean nothing)."""
+    from memcli.store.vectors import same_model_name
+
+    have_name, have_fp = store.bank_embedder(bank_id)
+    name = getattr(embedder, "name", None) or "?"
+    fingerprint = getattr(embedder, "fingerprint", None)
+    if have_fp is not None and fingerprint is not None:
+        same = have_fp == fingerprint
+    else:
+        same = have_name is None or same_model_name(have_name, name)
+    if same or not store.bank_has_vectors(bank_id):
+        return
+    bank = store.bank_row(bank_id)["name"]
+    theirs = f"{have_name} ({have_fp[:12]})" if have_fp else f"{have_name}"
+    ours = f"{name} ({fingerprint[:12]})" if fingerprint else name
+    raise StoreError(
+        f"bank {bank!r} was embedded with {theirs} but the query would be embedded with "
+        f"{ours}: give the bank's model with --embedder (or MEM_EMBEDDER), or re-embed the "
+        f"bank with `mem --bank {bank} reembed --embedder {name}`"
+    )
+
+
+def _id_list(ids: Sequence[int]) -> str:
+    shown = ", ".join(str(i) for i in ids[:5])
+    return shown + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")

@@ -1,0 +1,652 @@
+"""The SQL of the memory lifecycle: selecting facts for list/forget, a fact's links and
+history, closing and reopening validity, banks renamed or deleted, the rows of an export
+and their import, and the staging table of a re-embedding.
+
+A selection is any object with the attributes of memcli.lifecycle.Selection (ids, document,
+source_id, context, since, until, plus the recall filter's types, tags, tags_match,
+valid_only and as_of); it becomes SQL here, with every user value a bound parameter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from memcli.store.facts import _FACT_COLUMNS, _fact_from_row
+from memcli.store.search import filter_sql
+from memcli.store.types import Fact, StoreError, batched, iso, marks
+
+# Rows fetched per query when streaming (list, export): memory stays bounded at any size.
+PAGE = 500
+
+# Export columns of each table, in file order. A fact's event_time and content_hash are
+# exported too: they are derived at retain time by code that may change, so an import must
+# not recompute them.
+FACT_EXPORT_COLUMNS = (
+    "id",
+    "text",
+    "context",
+    "fact_type",
+    "mentioned_at",
+    "occurred_start",
+    "occurred_end",
+    "event_time",
+    "tags",
+    "metadata",
+    "proof_count",
+    "source_id",
+    "document_id",
+    "chunk_id",
+    "content_hash",
+    "created_at",
+    "valid_from",
+    "invalid_at",
+    "superseded_by",
+)
+_JSON_COLUMNS = {"tags", "metadata", "aliases"}
+
+# Held outside any migration on purpose: it exists only while a re-embedding is under way
+# (vectors of the new model, waiting to replace the bank's in one transaction).
+_REEMBED_TABLE = (
+    "CREATE TABLE IF NOT EXISTS reembed_staging("
+    "fact_id INTEGER PRIMARY KEY, bank_id INTEGER NOT NULL, embedding BLOB NOT NULL)"
+)
+
+
+def selection_sql(sel: Any, alias: str = "f") -> tuple[str, list]:
+    """The condition (starting with AND, or empty) that a selection puts on facts."""
+    parts: list[str] = []
+    params: list = []
+    if getattr(sel, "ids", None):
+        ids = list(sel.ids)
+        parts.append(f"{alias}.id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(ids))
+    if getattr(sel, "document", None) is not None:
+        parts.append(
+            f"{alias}.document_id = (SELECT d.id FROM documents d "
+            f"WHERE d.bank_id = {alias}.bank_id AND d.external_id = ?)"
+        )
+        params.append(sel.document)
+    if getattr(sel, "source_id", None) is not None:
+        parts.append(f"{alias}.source_id = ?")
+        params.append(sel.source_id)
+    if getattr(sel, "context", None) is not None:
+        parts.append(f"lower({alias}.context) = lower(?)")
+        params.append(sel.context)
+    if getattr(sel, "since", None) is not None:
+        parts.append(f"{alias}.mentioned_at >= ?")
+        params.append(iso(sel.since))
+    if getattr(sel, "until", None) is not None:
+        parts.append(f"{alias}.mentioned_at < ?")
+        params.append(iso(sel.until))
+    cond = (" AND " + " AND ".join(parts)) if parts else ""
+    more, more_params = filter_sql(sel, alias)
+    return cond + more, params + more_params
+
+
+class LifecycleMixin:
+    conn: Any
+    path: Any
+
+    # -- list / select --------------------------------------------------------------------
+
+    def iter_facts(
+        self, bank_id: int, sel: Any, *, limit: int | None = None, offset: int = 0
+    ) -> Iterator[Fact]:
+        """The selected facts of a bank, newest said first (ties: newest recorded first),
+        read a page at a time."""
+        cond, params = selection_sql(sel, "f")
+        remaining = limit
+        skip = offset
+        last: tuple[str, int] | None = None
+        while remaining is None or remaining > 0:
+            page = PAGE if remaining is None else min(PAGE, remaining)
+            # Keyset paging on (mentioned_at, id): each page is one short query, and a
+            # deep page costs no more than the first.
+            after = ""
+            after_params: list = []
+            if last is not None:
+                after = " AND (f.mentioned_at < ? OR (f.mentioned_at = ? AND f.id < ?))"
+                after_params = [last[0], last[0], last[1]]
+            rows = self.conn.execute(
+                f"SELECT {_FACT_COLUMNS}, f.mentioned_at FROM facts f "
+                "LEFT JOIN documents d ON d.id = f.document_id "
+                f"WHERE f.bank_id = ?{cond}{after} "
+                "ORDER BY f.mentioned_at DESC, f.id DESC LIMIT ? OFFSET ?",
+                (bank_id, *params, *after_params, page, skip),
+            ).fetchall()
+            skip = 0
+            if not rows:
+                return
+            names = self.entity_names_of([r[0] for r in rows])
+            for row in rows:
+                yield _fact_from_row(row[:-1], names.get(row[0], []))
+            last = (rows[-1][-1], rows[-1][0])
+            if remaining is not None:
+                remaining -= len(rows)
+            if len(rows) < page:
+                return
+
+    def selected_fact_ids(self, bank_id: int, sel: Any) -> list[int]:
+        cond, params = selection_sql(sel, "f")
+        return [
+            r[0]
+            for r in self.conn.execute(
+                f"SELECT f.id FROM facts f WHERE f.bank_id = ?{cond} ORDER BY f.id",
+                (bank_id, *params),
+            )
+        ]
+
+    def missing_fact_ids(self, bank_id: int, ids: Sequence[int]) -> list[int]:
+        """Which of ids are not facts of the bank."""
+        found: set[int] = set()
+        for batch in batched(list(ids)):
+            found.update(
+                r[0]
+                for r in self.conn.execute(
+                    f"SELECT id FROM facts WHERE bank_id = ? AND id IN ({marks(len(batch))})",
+                    (bank_id, *batch),
+                )
+            )
+        return [i for i in ids if i not in found]
+
+    def entity_names_of(self, fact_ids: Sequence[int]) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for batch in batched(list(fact_ids)):
+            for fid, name in self.conn.execute(
+                "SELECT fe.fact_id, e.name FROM fact_entities fe JOIN entities e "
+                f"ON e.id = fe.entity_id WHERE fe.fact_id IN ({marks(len(batch))}) "
+                "ORDER BY e.name",
+                batch,
+            ):
+                out.setdefault(fid, []).append(name)
+        return out
+
+    # -- show -----------------------------------------------------------------------------
+
+    def fact_entity_rows(self, fact_id: int) -> list[tuple[int, str, list[str]]]:
+        """(entity id, name, aliases) of the entities a fact mentions."""
+        return [
+            (eid, name, json.loads(aliases))
+            for eid, name, aliases in self.conn.execute(
+                "SELECT e.id, e.name, e.aliases FROM fact_entities fe "
+                "JOIN entities e ON e.id = fe.entity_id WHERE fe.fact_id = ? ORDER BY e.name",
+                (fact_id,),
+            )
+        ]
+
+    def fact_links(self, fact_id: int) -> list[tuple[str, str, float, int, str]]:
+        """(direction 'out'|'in', kind, weight, other fact id, other text), heaviest first."""
+        return self.conn.execute(
+            "SELECT 'out', l.kind, l.weight, l.to_fact, f.text FROM links l "
+            "JOIN facts f ON f.id = l.to_fact WHERE l.from_fact = ? "
+            "UNION ALL SELECT 'in', l.kind, l.weight, l.from_fact, f.text FROM links l "
+            "JOIN facts f ON f.id = l.from_fact WHERE l.to_fact = ? "
+            "ORDER BY 3 DESC, 4",
+            (fact_id, fact_id),
+        ).fetchall()
+
+    def facts_superseded_by(self, fact_id: int) -> list[int]:
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT id FROM facts WHERE superseded_by = ? ORDER BY id", (fact_id,)
+            )
+        ]
+
+    def has_vector(self, fact_id: int) -> bool:
+        if self.get_meta("embedding_dim") is None:  # type: ignore[attr-defined]
+            return False
+        return (
+            self.conn.execute("SELECT 1 FROM fact_vec WHERE fact_id = ?", (fact_id,)).fetchone()
+            is not None
+        )
+
+    def bank_created_at(self, bank_id: int) -> datetime | None:
+        row = self.conn.execute("SELECT created_at FROM banks WHERE id = ?", (bank_id,)).fetchone()
+        return datetime.fromisoformat(row[0]) if row and row[0] else None
+
+    # -- correct / forget -----------------------------------------------------------------
+
+    def close_fact(self, fact_id: int, invalid_at: datetime, superseded_by: int) -> None:
+        """End a fact's validity (it stays stored and visible to --as-of). Inside atomic()."""
+        self.conn.execute(
+            "UPDATE facts SET invalid_at = ?, superseded_by = ? WHERE id = ?",
+            (iso(invalid_at), superseded_by, fact_id),
+        )
+
+    def reopen_superseded(self, fact_ids: Sequence[int]) -> int:
+        """Facts closed by one of fact_ids (and not among them) become valid again: taking a
+        correction back restores what it corrected. Returns how many. Inside atomic()."""
+        reopened = 0
+        ids = list(fact_ids)
+        for batch in batched(ids):
+            m = marks(len(batch))
+            self.conn.execute(
+                f"UPDATE facts SET invalid_at = NULL, superseded_by = NULL "
+                f"WHERE superseded_by IN ({m}) AND id NOT IN (SELECT value FROM json_each(?))",
+                (*batch, json.dumps(ids)),
+            )
+            reopened += self.conn.changes()
+        return reopened
+
+    def superseded_among(self, fact_ids: Sequence[int]) -> int:
+        """How many facts (outside fact_ids) a forget of fact_ids would reopen."""
+        ids = json.dumps(list(fact_ids))
+        return self.conn.execute(
+            "SELECT count(*) FROM facts WHERE superseded_by IN (SELECT value FROM json_each(?)) "
+            "AND id NOT IN (SELECT value FROM json_each(?))",
+            (ids, ids),
+        ).fetchone()[0]
+
+    def delete_empty_documents(self, bank_id: int) -> int:
+        """Documents of the bank no fact belongs to any more, and their chunks. Inside
+        atomic()."""
+        empty = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT d.id FROM documents d WHERE d.bank_id = ? "
+                "AND NOT EXISTS (SELECT 1 FROM facts f WHERE f.document_id = d.id)",
+                (bank_id,),
+            )
+        ]
+        for batch in batched(empty):
+            m = marks(len(batch))
+            self.conn.execute(f"DELETE FROM chunks WHERE document_id IN ({m})", batch)
+            self.conn.execute(f"DELETE FROM documents WHERE id IN ({m})", batch)
+        return len(empty)
+
+    def fact_traces(self, fact_id: int) -> dict[str, int]:
+        """How many rows of each table still mention a fact (0 everywhere after a forget)."""
+        q = self.conn.execute
+        out = {
+            "facts": q("SELECT count(*) FROM facts WHERE id = ?", (fact_id,)).fetchone()[0],
+            "fact_fts": q("SELECT count(*) FROM fact_fts WHERE rowid = ?", (fact_id,)).fetchone()[
+                0
+            ],
+            "fact_tags": q(
+                "SELECT count(*) FROM fact_tags WHERE fact_id = ?", (fact_id,)
+            ).fetchone()[0],
+            "fact_entities": q(
+                "SELECT count(*) FROM fact_entities WHERE fact_id = ?", (fact_id,)
+            ).fetchone()[0],
+            "links": q(
+                "SELECT count(*) FROM links WHERE from_fact = ? OR to_fact = ?", (fact_id, fact_id)
+            ).fetchone()[0],
+            "superseded_by": q(
+                "SELECT count(*) FROM facts WHERE superseded_by = ?", (fact_id,)
+            ).fetchone()[0],
+        }
+        out["fact_vec"] = int(self.has_vector(fact_id))
+        return out
+
+    # -- banks ----------------------------------------------------------------------------
+
+    def rename_bank(self, bank_id: int, new_name: str) -> None:
+        if self.bank_id(new_name) is not None:  # type: ignore[attr-defined]
+            raise StoreError(f"a bank named {new_name!r} already exists")
+        self.conn.execute("UPDATE banks SET name = ? WHERE id = ?", (new_name, bank_id))
+
+    def delete_bank(self, bank_id: int) -> dict[str, int]:
+        """Remove a bank and everything in it. Inside atomic()."""
+        counts = self.delete_facts(self.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
+        counts["documents"] = self.conn.execute(
+            "SELECT count(*) FROM documents WHERE bank_id = ?", (bank_id,)
+        ).fetchone()[0]
+        counts["entities"] += self.conn.execute(
+            "SELECT count(*) FROM entities WHERE bank_id = ?", (bank_id,)
+        ).fetchone()[0]
+        # The remaining rows (documents, chunks, entities and their keys) cascade.
+        self.conn.execute("DELETE FROM banks WHERE id = ?", (bank_id,))
+        if self._has_table("reembed_staging"):
+            self.conn.execute("DELETE FROM reembed_staging WHERE bank_id = ?", (bank_id,))
+        self.conn.execute("DELETE FROM meta WHERE key = ?", (f"reembed:{bank_id}",))
+        return counts
+
+    def bank_row(self, bank_id: int) -> dict[str, Any]:
+        name, created, embedder, fingerprint = self.conn.execute(
+            "SELECT name, created_at, embedder, embedder_fingerprint FROM banks WHERE id = ?",
+            (bank_id,),
+        ).fetchone()
+        return {
+            "name": name,
+            "created_at": created,
+            "embedder": embedder,
+            "embedder_fingerprint": fingerprint,
+        }
+
+    def _has_table(self, name: str) -> bool:
+        return (
+            self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+            ).fetchone()
+            is not None
+        )
+
+    # -- export ---------------------------------------------------------------------------
+
+    def bank_id_ranges(self, bank_id: int) -> dict[str, list[int] | None]:
+        """[min, max] id of each kind of row a bank owns (None when it has none)."""
+        out: dict[str, list[int] | None] = {}
+        for table in ("documents", "chunks", "entities", "facts"):
+            lo, hi = self.conn.execute(
+                f"SELECT min(id), max(id) FROM {table} WHERE bank_id = ?", (bank_id,)
+            ).fetchone()
+            out[table] = None if lo is None else [lo, hi]
+        return out
+
+    def export_counts(self, bank_id: int) -> dict[str, int]:
+        """How many rows of each kind an export of the bank holds."""
+        out = {
+            table: self.conn.execute(
+                f"SELECT count(*) FROM {table} WHERE bank_id = ?", (bank_id,)
+            ).fetchone()[0]
+            for table in ("documents", "chunks", "entities", "facts")
+        }
+        out["links"] = self.conn.execute(
+            "SELECT count(*) FROM links l JOIN facts a ON a.id = l.from_fact "
+            "JOIN facts b ON b.id = l.to_fact WHERE a.bank_id = ? AND b.bank_id = ?",
+            (bank_id, bank_id),
+        ).fetchone()[0]
+        return out
+
+    def export_rows(self, bank_id: int, table: str) -> Iterator[dict[str, Any]]:
+        """The rows of documents, chunks or entities of a bank, by id, a page at a time."""
+        columns = {
+            "documents": ("id", "external_id", "created_at"),
+            "chunks": ("id", "document_id", "source_id", "text"),
+            "entities": ("id", "name", "aliases", "first_seen", "last_seen", "mention_count"),
+        }[table]
+        last = -1
+        while True:
+            rows = self.conn.execute(
+                f"SELECT {', '.join(columns)} FROM {table} WHERE bank_id = ? AND id > ? "
+                "ORDER BY id LIMIT ?",
+                (bank_id, last, PAGE),
+            ).fetchall()
+            if not rows:
+                return
+            keys: dict[int, list[str]] = {}
+            if table == "entities":
+                for batch in batched([r[0] for r in rows]):
+                    for eid, key in self.conn.execute(
+                        "SELECT entity_id, key FROM entity_keys "
+                        f"WHERE entity_id IN ({marks(len(batch))}) ORDER BY entity_id, key",
+                        batch,
+                    ):
+                        keys.setdefault(eid, []).append(key)
+            for row in rows:
+                rec = {
+                    c: (json.loads(v) if c in _JSON_COLUMNS else v) for c, v in zip(columns, row)
+                }
+                if table == "entities":
+                    rec["keys"] = keys.get(row[0], [])
+                yield rec
+            last = rows[-1][0]
+
+    def export_facts(self, bank_id: int, with_vectors: bool) -> Iterator[dict[str, Any]]:
+        """Every fact of a bank by id: its columns, entity ids, the FTS columns that cannot
+        be recomputed (entity spellings as extracted, the lead-in), and its vector blob."""
+        last = -1
+        vectors = with_vectors and self.get_meta("embedding_dim") is not None  # type: ignore[attr-defined]
+        while True:
+            rows = self.conn.execute(
+                f"SELECT {', '.join('f.' + c for c in FACT_EXPORT_COLUMNS)}, "
+                "x.entities, x.lead_in FROM facts f LEFT JOIN fact_fts x ON x.rowid = f.id "
+                "WHERE f.bank_id = ? AND f.id > ? ORDER BY f.id LIMIT ?",
+                (bank_id, last, PAGE),
+            ).fetchall()
+            if not rows:
+                return
+            ids = [r[0] for r in rows]
+            entity_ids: dict[int, list[int]] = {}
+            for batch in batched(ids):
+                for fid, eid in self.conn.execute(
+                    "SELECT fact_id, entity_id FROM fact_entities "
+                    f"WHERE fact_id IN ({marks(len(batch))}) ORDER BY fact_id, entity_id",
+                    batch,
+                ):
+                    entity_ids.setdefault(fid, []).append(eid)
+            blobs: dict[int, bytes] = {}
+            if vectors:
+                for batch in batched(ids):
+                    blobs.update(
+                        self.conn.execute(
+                            "SELECT fact_id, embedding FROM fact_vec "
+                            f"WHERE fact_id IN ({marks(len(batch))})",
+                            batch,
+                        )
+                    )
+            n = len(FACT_EXPORT_COLUMNS)
+            for row in rows:
+                rec = {
+                    c: (json.loads(v) if c in _JSON_COLUMNS else v)
+                    for c, v in zip(FACT_EXPORT_COLUMNS, row[:n])
+                }
+                rec["entities"] = entity_ids.get(row[0], [])
+                rec["fts_entities"] = row[n]
+                rec["fts_lead_in"] = row[n + 1]
+                if vectors:
+                    rec["vector"] = blobs.get(row[0])
+                yield rec
+            last = rows[-1][0]
+
+    def export_links(self, bank_id: int) -> Iterator[tuple[int, int, str, float]]:
+        """Links whose both ends are facts of the bank, ordered by (from, to, kind)."""
+        last = (-1, -1, "")
+        while True:
+            rows = self.conn.execute(
+                "SELECT l.from_fact, l.to_fact, l.kind, l.weight FROM links l "
+                "JOIN facts a ON a.id = l.from_fact JOIN facts b ON b.id = l.to_fact "
+                "WHERE a.bank_id = ? AND b.bank_id = ? AND (l.from_fact, l.to_fact, l.kind) > "
+                "(?, ?, ?) ORDER BY l.from_fact, l.to_fact, l.kind LIMIT ?",
+                (bank_id, bank_id, *last, PAGE),
+            ).fetchall()
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1][:3]
+
+    # -- import (rows as exported; call inside atomic()) ---------------------------------
+
+    def ids_taken(self, table: str, lo: int, hi: int) -> bool:
+        return (
+            self.conn.execute(
+                f"SELECT 1 FROM {table} WHERE id BETWEEN ? AND ? LIMIT 1", (lo, hi)
+            ).fetchone()
+            is not None
+        )
+
+    def max_id(self, table: str) -> int:
+        return self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]
+
+    def create_bank_row(self, name: str, created_at: str) -> int:
+        self.conn.execute("INSERT INTO banks(name, created_at) VALUES(?, ?)", (name, created_at))
+        return self.conn.last_insert_rowid()
+
+    def import_document(self, bank_id: int, row_id: int, external_id: str, created: str) -> None:
+        self.conn.execute(
+            "INSERT INTO documents(id, bank_id, external_id, created_at) VALUES(?, ?, ?, ?)",
+            (row_id, bank_id, external_id, created),
+        )
+
+    def import_chunk(
+        self, bank_id: int, row_id: int, document: int | None, source_id: str | None, text: str
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO chunks(id, bank_id, document_id, source_id, text) VALUES(?, ?, ?, ?, ?)",
+            (row_id, bank_id, document, source_id, text),
+        )
+
+    def import_entity(self, bank_id: int, row_id: int, rec: dict[str, Any]) -> None:
+        self.conn.execute(
+            "INSERT INTO entities(id, bank_id, name, aliases, first_seen, last_seen, "
+            "mention_count) VALUES(?, ?, ?, ?, ?, ?, ?)",
+            (
+                row_id,
+                bank_id,
+                rec["name"],
+                json.dumps(rec["aliases"], ensure_ascii=False),
+                rec["first_seen"],
+                rec["last_seen"],
+                rec["mention_count"],
+            ),
+        )
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO entity_keys(key, entity_id) VALUES(?, ?)",
+            [(k, row_id) for k in rec["keys"]],
+        )
+
+    def import_fact(
+        self,
+        bank_id: int,
+        rec: dict[str, Any],
+        entity_ids: Sequence[int],
+        fts_text: str,
+        fts_context: str,
+        embedding: bytes,
+    ) -> None:
+        """One fact with every column as given (ids already mapped), its tags, FTS row,
+        entity rows and vector."""
+        values = [
+            json.dumps(rec[c], ensure_ascii=False) if c in _JSON_COLUMNS else rec[c]
+            for c in FACT_EXPORT_COLUMNS
+        ]
+        self.conn.execute(
+            f"INSERT INTO facts(bank_id, {', '.join(FACT_EXPORT_COLUMNS)}) "
+            f"VALUES(?, {marks(len(FACT_EXPORT_COLUMNS))})",
+            (bank_id, *values),
+        )
+        fid = rec["id"]
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO fact_tags(fact_id, tag) VALUES(?, ?)",
+            [(fid, t) for t in rec["tags"]],
+        )
+        self.conn.execute(
+            "INSERT INTO fact_fts(rowid, text, context, entities, lead_in) VALUES(?, ?, ?, ?, ?)",
+            (fid, fts_text, fts_context, rec["fts_entities"] or "", rec["fts_lead_in"] or ""),
+        )
+        self.conn.executemany(
+            "INSERT INTO fact_entities(fact_id, entity_id) VALUES(?, ?)",
+            [(fid, e) for e in entity_ids],
+        )
+        self.add_vector(fid, bank_id, rec["fact_type"], np.frombuffer(embedding, dtype=np.float32))  # type: ignore[attr-defined]
+
+    def import_links(self, rows: Sequence[tuple[int, int, str, float]]) -> None:
+        self.conn.executemany(
+            "INSERT INTO links(from_fact, to_fact, kind, weight) VALUES(?, ?, ?, ?)", rows
+        )
+
+    def dangling_references(self) -> int:
+        """Rows whose foreign keys point nowhere (checked before an import commits)."""
+        return len(self.conn.execute("PRAGMA foreign_key_check").fetchall())
+
+    # -- re-embedding ---------------------------------------------------------------------
+
+    def embedding_inputs(
+        self, bank_id: int, after_id: int, limit: int, skip_staged: bool = False
+    ) -> list[tuple[int, str, str | None, str | None, str | None, str, list[list[str]]]]:
+        """What a fact's embedding is computed from, for the next facts by id: (id, text,
+        context, occurred_start, occurred_end, lead-in as indexed, spellings of each
+        entity)."""
+        staged = (
+            " AND f.id NOT IN (SELECT fact_id FROM reembed_staging)"
+            if skip_staged and self._has_table("reembed_staging")
+            else ""
+        )
+        rows = self.conn.execute(
+            "SELECT f.id, f.text, f.context, f.occurred_start, f.occurred_end, x.lead_in "
+            "FROM facts f LEFT JOIN fact_fts x ON x.rowid = f.id "
+            f"WHERE f.bank_id = ? AND f.id > ?{staged} ORDER BY f.id LIMIT ?",
+            (bank_id, after_id, limit),
+        ).fetchall()
+        spellings: dict[int, list[list[str]]] = {}
+        for batch in batched([r[0] for r in rows]):
+            for fid, name, aliases in self.conn.execute(
+                "SELECT fe.fact_id, e.name, e.aliases FROM fact_entities fe JOIN entities e "
+                f"ON e.id = fe.entity_id WHERE fe.fact_id IN ({marks(len(batch))}) "
+                "ORDER BY fe.fact_id, e.id",
+                batch,
+            ):
+                spellings.setdefault(fid, []).append([name, *json.loads(aliases)])
+        return [(*r, spellings.get(r[0], [])) for r in rows]  # type: ignore[misc]
+
+    def reembed_state(self, bank_id: int) -> dict[str, Any] | None:
+        value = self.get_meta(f"reembed:{bank_id}")  # type: ignore[attr-defined]
+        return json.loads(value) if value else None
+
+    def begin_reembed(self, bank_id: int, state: dict[str, Any]) -> None:
+        """Start (or restart, dropping what another model staged) a re-embedding."""
+        self.conn.execute(_REEMBED_TABLE)
+        self.conn.execute("DELETE FROM reembed_staging WHERE bank_id = ?", (bank_id,))
+        self.set_meta(f"reembed:{bank_id}", json.dumps(state))  # type: ignore[attr-defined]
+
+    def staged_count(self, bank_id: int) -> int:
+        if not self._has_table("reembed_staging"):
+            return 0
+        return self.conn.execute(
+            "SELECT count(*) FROM reembed_staging s JOIN facts f ON f.id = s.fact_id "
+            "WHERE s.bank_id = ?",
+            (bank_id,),
+        ).fetchone()[0]
+
+    def stage_vectors(self, bank_id: int, rows: Sequence[tuple[int, bytes]]) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO reembed_staging(fact_id, bank_id, embedding) VALUES(?, ?, ?)",
+            [(fid, bank_id, blob) for fid, blob in rows],
+        )
+
+    def other_banks_with_vectors(self, bank_id: int) -> list[str]:
+        if self.get_meta("embedding_dim") is None:  # type: ignore[attr-defined]
+            return []
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT b.name FROM banks b WHERE b.id != ? AND EXISTS "
+                "(SELECT 1 FROM facts f WHERE f.bank_id = b.id) ORDER BY b.name",
+                (bank_id,),
+            )
+        ]
+
+    def swap_in_staged_vectors(
+        self, bank_id: int, name: str, fingerprint: str | None, dim: int
+    ) -> int:
+        """Replace the bank's vectors with the staged ones and record the new embedder.
+        Inside atomic(). Returns how many vectors were swapped in."""
+        have_dim = self.get_meta("embedding_dim")  # type: ignore[attr-defined]
+        if have_dim is not None and int(have_dim) != dim:
+            # Only possible when no other bank has vectors (checked before embedding).
+            self.conn.execute("DROP TABLE fact_vec")
+            have_dim = None
+        if have_dim is None:
+            from memcli.store.vectors import vector_table_sql
+
+            self.conn.execute(vector_table_sql("fact_vec", dim))
+            self.set_meta("embedding_dim", str(dim))  # type: ignore[attr-defined]
+            self._vector_bits = None  # VectorsMixin's cache of the table's columns
+        else:
+            self.delete_vectors(self.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
+        swapped = 0
+        last = -1
+        while True:
+            rows = self.conn.execute(
+                "SELECT s.fact_id, f.fact_type, s.embedding FROM reembed_staging s "
+                "JOIN facts f ON f.id = s.fact_id WHERE s.bank_id = ? AND s.fact_id > ? "
+                "ORDER BY s.fact_id LIMIT ?",
+                (bank_id, last, PAGE),
+            ).fetchall()
+            if not rows:
+                break
+            for fid, ftype, blob in rows:
+                self.add_vector(fid, bank_id, ftype, np.frombuffer(blob, dtype=np.float32))  # type: ignore[attr-defined]
+            swapped += len(rows)
+            last = rows[-1][0]
+        self.conn.execute("DELETE FROM reembed_staging WHERE bank_id = ?", (bank_id,))
+        self.conn.execute("DELETE FROM meta WHERE key = ?", (f"reembed:{bank_id}",))
+        self.set_bank_embedder(bank_id, name, fingerprint)  # type: ignore[attr-defined]
+        self.set_meta("embedder", name)  # type: ignore[attr-defined]
+        return swapped

@@ -1,0 +1,263 @@
+"""`mem export` / `mem import` (issue 8): a lossless JSONL round trip through the CLI on a real
+store and the real embedder, and bad files that leave the store exactly as it was."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memcli import exchange
+from memcli.cli import app
+from memcli.store import Store
+from tests.conftest import write_jsonl
+
+runner = CliRunner()
+
+TURNS = [
+    {"id": "t1", "text": "I adopted a beagle named Biscuit in March.", "context": "Ana",
+     "timestamp": "2024-03-02T10:00:00", "document_id": "s1", "tags": ["pets"]},
+    {"id": "t2", "text": "Biscuit loves the beach at Cascais.", "context": "Ana",
+     "timestamp": "2024-03-02T10:01:00", "document_id": "s1", "tags": ["pets"]},
+    {"id": "t3", "text": "Because of Biscuit, we moved closer to the park.", "context": "Ana",
+     "timestamp": "2024-03-02T10:02:00", "document_id": "s1"},
+    {"id": "t4", "text": "Ben started a new job at Siemens in Munich last week.",
+     "context": "Ben", "timestamp": "2024-05-10T09:00:00", "metadata": {"mood": "happy"}},
+    {"id": "t5", "text": "Ben's job at Siemens in Munich is going well.", "context": "Ben",
+     "timestamp": "2024-06-10T09:00:00"},
+    {"id": "t6", "text": "我们去了北京的长城。", "context": "Li",
+     "timestamp": "2024-07-01T12:00:00"},
+]  # fmt: skip
+
+
+def mem(db: Path, *args: str, input: str | None = None):
+    return runner.invoke(app, ["--db", str(db), *args], input=input)
+
+
+def ok(result) -> str:
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def one_line_error(result, *needles: str) -> str:
+    assert result.exit_code != 0
+    err = result.stderr.strip()
+    assert err.startswith("mem: error: ") and "\n" not in err, err
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """A store with documents, chunks, entities, links, tags, metadata, CJK text, a
+    correction and a forgotten fact (so ids have a gap)."""
+    db = tmp_path / "source.db"
+    ok(mem(db, "retain", "--jsonl", str(write_jsonl(tmp_path / "turns.jsonl", TURNS))))
+    ok(mem(db, "retain", "--at", "2024-08-01", "--tag", "tmp", "A note that will be forgotten."))
+    ok(mem(db, "forget", "--tag", "tmp", "--yes"))
+    ok(mem(db, "correct", "4", "Ben started a new job at Bosch in Stuttgart."))
+    return db
+
+
+def table_counts(db: Path) -> dict[str, int]:
+    with Store(db) as s:
+        q = s.conn.execute
+        return {
+            t: q(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in (
+                "facts", "fact_fts", "fact_vec", "fact_tags", "fact_entities", "entities",
+                "entity_keys", "links", "chunks", "documents", "banks",
+            )
+        }  # fmt: skip
+
+
+def test_round_trip_is_byte_identical(source: Path, tmp_path: Path) -> None:
+    first = ok(mem(source, "export"))
+    fresh = tmp_path / "fresh.db"
+    r = mem(fresh, "import", "-", input=first)
+    ok(r)
+    assert "imported bank 'default'" in r.stderr
+    again = ok(mem(fresh, "export"))
+    assert again == first
+    # Nothing is lost on the way: every table holds as many rows as in the source.
+    assert table_counts(fresh) == table_counts(source)
+    kinds = [json.loads(line)["kind"] for line in first.splitlines()]
+    assert kinds[0] == "header" and kinds[-1] == "end"
+    assert {"document", "chunk", "entity", "fact", "link"} <= set(kinds)
+    # The correction and its validity came along: the old fact is closed, recall skips it.
+    facts = {
+        json.loads(line)["id"]: json.loads(line) for line in first.splitlines() if '"fact"' in line
+    }
+    assert facts[4]["superseded_by"] is not None and facts[4]["invalid_at"] is not None
+    out = ok(mem(fresh, "recall", "Where does Ben work?", "--limit", "3"))
+    assert "Bosch" in out and "Siemens in Munich last week" not in out
+
+
+def test_round_trip_with_vectors_keeps_them_bit_for_bit(source: Path, tmp_path: Path) -> None:
+    first = ok(mem(source, "export", "--with-vectors"))
+    header = json.loads(first.splitlines()[0])
+    assert header["vectors"]["dim"] == 384
+    fresh = tmp_path / "fresh.db"
+    r = mem(fresh, "import", "-", input=first)
+    assert "vectors from the file" in r.stderr, r.stderr
+    assert ok(mem(fresh, "export", "--with-vectors")) == first
+
+
+def test_recomputed_vectors_equal_the_originals(source: Path, tmp_path: Path, embedder) -> None:
+    """An import without vectors embeds what retain embedded (speaker, date, lead-in)."""
+    import numpy as np
+
+    fresh = tmp_path / "fresh.db"
+    ok(mem(fresh, "import", "-", input=ok(mem(source, "export"))))
+    with Store(source) as a, Store(fresh) as b:
+        ids = a.fact_ids_of_bank(a.require_bank("default"))
+        va, vb = a.vectors_for(ids), b.vectors_for(ids)
+    assert set(va) == set(vb) == set(ids)
+    for i in ids:
+        assert float(np.dot(va[i], vb[i])) > 0.9999, i
+
+
+def test_import_beside_another_bank_renumbers_consistently(source: Path, tmp_path: Path) -> None:
+    dump = ok(mem(source, "export"))
+    r = mem(source, "import", "--into", "copy", "-", input=dump)
+    ok(r)
+    assert "new ids for" in r.stderr
+    copy = ok(mem(source, "--bank", "copy", "export"))
+
+    # Same content, other ids: the export with ids stripped matches line for line.
+    def strip(text: str) -> list[dict]:
+        out = []
+        for line in text.splitlines()[1:]:
+            rec = json.loads(line)
+            for key in ("id", "document_id", "chunk_id", "superseded_by", "entities", "from", "to"):
+                rec.pop(key, None)
+            out.append(rec)
+        return out
+
+    assert strip(copy) == strip(dump)
+    out = ok(mem(source, "--bank", "copy", "recall", "What is the dog called?", "--limit", "2"))
+    assert "Biscuit" in out
+    ok(mem(source, "banks", "--delete", "copy", "--yes"))
+    assert ok(mem(source, "export")) == dump
+
+
+def test_export_to_file_and_unknown_bank(source: Path, tmp_path: Path) -> None:
+    out = tmp_path / "dump.jsonl"
+    r = mem(source, "export", "-o", str(out))
+    assert r.stdout == "" and out.read_text() == ok(mem(source, "export"))
+    assert not list(tmp_path.glob(".dump.jsonl*"))
+    one_line_error(mem(source, "export", "--bank", "nope"), "unknown bank 'nope'")
+
+
+def _banks(db: Path) -> list[str]:
+    with Store(db) as s:
+        return s.bank_names()
+
+
+def _bad_import(db: Path, text: str, *needles: str, args: tuple[str, ...] = ()) -> None:
+    before = table_counts(db), _banks(db)
+    one_line_error(mem(db, "import", *args, "-", input=text), *needles)
+    assert (table_counts(db), _banks(db)) == before
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Path:
+    """A store that already holds another bank: a failed import must leave it as it was."""
+    db = tmp_path / "target.db"
+    ok(mem(db, "--bank", "other", "retain", "Something already stored."))
+    return db
+
+
+def test_half_written_file_changes_nothing(source: Path, target: Path) -> None:
+    dump = ok(mem(source, "export"))
+    lines = dump.splitlines(keepends=True)
+    cut_mid_line = "".join(lines[:-3]) + lines[-3][: len(lines[-3]) // 2]
+    _bad_import(target, cut_mid_line, "not JSON", "half-written")
+    no_end = "".join(lines[:-1])
+    _bad_import(target, no_end, "without its end record")
+    missing_rows = "".join(lines[:3] + lines[4:])
+    _bad_import(target, missing_rows, "header promised")
+
+
+def test_wrong_kind_of_line_changes_nothing(source: Path, target: Path) -> None:
+    lines = ok(mem(source, "export")).splitlines(keepends=True)
+    retain_line = json.dumps({"text": "a retain item", "context": "x"}) + "\n"
+    _bad_import(target, "".join(lines[:5] + [retain_line] + lines[5:]), "line 6", "unknown kind")
+    _bad_import(target, retain_line, "line 1", "retain input")
+    recall_out = ok(mem(source, "recall", "Biscuit", "--format", "json"))
+    _bad_import(target, recall_out, "recall output")
+    # A fact line before the documents it needs: the order is part of the format.
+    facts = [x for x in lines if x.startswith('{"kind":"fact"')]
+    _bad_import(target, "".join(lines[:1] + facts[:1] + lines[1:]), "comes after")
+    bad_field = lines[:]
+    i = next(i for i, x in enumerate(lines) if x.startswith('{"kind":"fact"'))
+    rec = json.loads(lines[i])
+    rec["mentioned_at"] = 17
+    bad_field[i] = json.dumps(rec) + "\n"
+    _bad_import(target, "".join(bad_field), f"line {i + 1}", "mentioned_at")
+    _bad_import(target, "", "empty")
+
+
+def test_other_schema_version_is_refused(source: Path, target: Path) -> None:
+    lines = ok(mem(source, "export")).splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["schema"] = header["schema"] - 1
+    _bad_import(target, json.dumps(header) + "\n" + "".join(lines[1:]), "schema")
+
+
+def test_vectors_of_another_embedder_are_refused_unless_reembedded(
+    source: Path, target: Path
+) -> None:
+    lines = ok(mem(source, "export", "--with-vectors")).splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["bank"]["embedder"] = "some-other-model"
+    header["bank"]["embedder_fingerprint"] = "0" * 64
+    foreign = json.dumps(header) + "\n" + "".join(lines[1:])
+    _bad_import(target, foreign, "--reembed", "some-other-model")
+    r = mem(target, "import", "--reembed", "-", input=foreign)
+    ok(r)
+    assert "embedded" in r.stderr
+    # The bank records the embedder that really made its vectors.
+    with Store(target) as s:
+        name, fp = s.bank_embedder(s.require_bank("default"))
+    assert name != "some-other-model" and fp != "0" * 64
+
+
+def test_existing_bank_is_not_merged_into(source: Path) -> None:
+    dump = ok(mem(source, "export"))
+    before = table_counts(source)
+    one_line_error(mem(source, "import", "-", input=dump), "already exists", "--into")
+    assert table_counts(source) == before
+
+
+def test_interrupted_import_leaves_the_store_as_it_was(source: Path, target: Path, embedder):
+    """Ctrl-C half way (raised from the progress callback, as a signal would) rolls back."""
+    dump = ok(mem(source, "export"))
+    before = table_counts(target)
+    seen = []
+
+    def interrupt(n: int) -> None:
+        seen.append(n)
+        raise KeyboardInterrupt
+
+    with Store(target) as store, pytest.raises(KeyboardInterrupt):
+        exchange.import_lines(
+            store,
+            dump.splitlines(),
+            name="dump",
+            bank=None,
+            embedder=lambda: embedder,
+            progress=interrupt,
+        )
+    assert seen and table_counts(target) == before
+
+
+def test_not_utf8_and_missing_file(tmp_path: Path, target: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"kind":"header"\xff}\n')
+    one_line_error(mem(target, "import", str(bad)), "UTF-8")
+    one_line_error(mem(target, "import", str(tmp_path / "missing.jsonl")), "cannot read")

