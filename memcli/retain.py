@@ -25,15 +25,16 @@ import time
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from memcli import entities as entity_mod
+from memcli.clock import utcnow
 from memcli.settings import RetainSettings
 from memcli.split import split_text, starts_with_cause
-from memcli.store import FACT_TYPES, Store, content_hash, iso
+from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
 
 
@@ -237,10 +238,6 @@ def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> l
     return out
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
-
-
 @dataclass
 class _Target:
     """Where an item's facts go: a bank (real or staging) and a document row."""
@@ -268,7 +265,7 @@ class Retainer:
         self.bank = bank
         self.embedder = embedder
         self.settings = settings or RetainSettings()
-        self.now = to_utc_naive(now) if now is not None else _utcnow()
+        self.now = to_utc_naive(now) if now is not None else utcnow()
         self.keep_stored = keep_stored
         self.append = append
         self.summary = RetainSummary()
@@ -310,6 +307,14 @@ class Retainer:
         except KeyboardInterrupt:
             self.summary.interrupted = True
             self._discard_staging()
+        except StoreError as exc:
+            self._discard_staging()
+            if self.summary.batches:  # say what the earlier, committed batches keep
+                raise type(exc)(
+                    f"{exc} (in batch {self.summary.batches + 1}; the "
+                    f"{self.summary.items} items of the batches before it stay stored)"
+                ) from exc
+            raise
         except BaseException:
             self._discard_staging()
             raise

@@ -3,8 +3,9 @@
 Three jobs, one vocabulary:
 
 * :func:`parse_when` reads a single instant the user (``--at``, ``--now``) or an input file
-  (JSONL ``timestamp``) gives us: ISO 8601, epoch seconds, the LoCoMo and LongMemEval session
-  formats, and natural language through dateparser.
+  (JSONL ``timestamp``) gives us: ISO 8601 and epoch seconds (UTC), and natural language
+  through dateparser (the user's local time, converted to UTC). Benchmark session formats are
+  read by their loaders in memcli/bench/.
 * :func:`extract_fact_time` finds the period a fact talks about ("last spring", "in 2015",
   "3 days ago") and resolves it against when the fact was said.
 * :func:`parse_query_window` finds the period a search query asks about ("what did I do last
@@ -109,7 +110,9 @@ def to_utc_naive(when: datetime) -> datetime:
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    from memcli.clock import utcnow
+
+    return utcnow()
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,6 +257,10 @@ _CANDIDATES = re.compile(
     (?:
     (?P<rng>\b(?P<rng_pre>between|from)\s+(?P<rng_a>{_RANGE_ITEM})
         \s*(?:and|to|through|thru|until|till|-|–|—)\s*(?P<rng_b>{_RANGE_ITEM}))
+  | (?P<rngd>(?P<rngd_a>(?:{_MONTH}\s+{_DAYNUM}|{_DAYNUM}\s+(?:of\s+)?{_MONTH})(?:,?\s+{_YEAR})?)
+        \s*(?:to|through|thru|until|till|-|–|—)\s*
+        (?P<rngd_b>{_MONTH}\s+{_DAYNUM}(?:,?\s+{_YEAR})?|{_DAYNUM}\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?
+        |(?P<rngd_day>{_DAYNUM})(?:,?\s+{_YEAR})?))
   | (?P<iso>(?<![\w/.-])(?P<iso_y>\d{{4}})(?P<iso_sep>[-/])(?P<iso_m>\d{{1,2}})(?P=iso_sep)
         (?P<iso_d>\d{{1,2}})(?![\d/]|[-.]\d|[a-su-z]))
   | (?P<us>(?<![\w/.-])(?P<us_a>\d{{1,2}})/(?P<us_b>\d{{1,2}})/(?P<us_y>\d{{4}})(?![\w/]|[-.]\d))
@@ -322,9 +329,11 @@ _WORD_RX = re.compile(r"['’]?[^\W_]+")
 _START_WORDS = frozenset(_STARTS.split("|"))
 _LOOKBACK_WORDS = 6  # "during the past couple of weeks": the candidate starts 5 words back
 _KINDS = (
-    "rng", "iso", "us", "rel", "wdb", "bef", "mon", "sea", "dec", "yr", "ago", "ur", "wd", "wk",
+    "rng", "rngd", "iso", "us", "rel", "wdb", "bef", "mon", "sea", "dec", "yr", "ago", "ur",
+    "wd", "wk",
 )  # fmt: skip
 
+_YEAR_TAIL_RX = re.compile(rf"({_YEAR})\s*$")
 _RANGE_ITEM_RX = re.compile(
     rf"(?:the\s+)?(?:(?P<d1>{_DAYNUM})\s+(?:of\s+)?(?P<m1>{_MONTH})(?:,?\s+(?P<y1>{_YEAR}))?"
     rf"|(?P<m2>{_MONTH})(?:\s+(?P<d2>{_DAYNUM}))?(?:,?\s+(?P<y2>{_YEAR}))?|(?P<y3>{_YEAR}))",
@@ -338,6 +347,13 @@ _FUTURE = re.compile(
     r"|(?<!was\s)(?<!were\s)going\s+to\s+(?:be|go|have|do"
     r"|get|make|take|visit|see|start|try|buy|meet|travel|fly|move|watch|attend|host|run|play"
     r"|spend|throw|celebrate))\b|['’]ll\b",
+    re.IGNORECASE,
+)
+
+# A sentence plainly about the past: common irregular past forms of English and "ago". Not
+# "-ed" words: "Decided to book the trip for May 9" is about a coming May.
+_PAST = re.compile(
+    r"\b(?:was|were|went|did|had|came|saw|met|got|took|spent|ago|used\s+to)\b",
     re.IGNORECASE,
 )
 
@@ -404,6 +420,7 @@ class _Scan:
         self.today = anchor.date()
         self.query = query
         self._future: bool | None = None
+        self._past: bool | None = None
 
     @property
     def future(self) -> bool:
@@ -411,6 +428,14 @@ class _Scan:
         if self._future is None:
             self._future = bool(_FUTURE.search(self.text))
         return self._future
+
+    @property
+    def looks_back(self) -> bool:
+        """A query (which asks about what was) or a sentence plainly in the past tense: its
+        yearless dates resolve backwards ("We went to Rome in June", said in May)."""
+        if self._past is None:
+            self._past = self.query or (not self.future and bool(_PAST.search(self.text)))
+        return self._past
 
     # -- open-ended words ("since May", "before 2020") -----------------------------------------
 
@@ -453,22 +478,33 @@ class _Scan:
             return t.year
         if self.future:
             return t.year if month >= t.month else t.year + 1
-        return t.year if month <= t.month else t.year - 1
+        if self.looks_back:
+            return t.year if month <= t.month else t.year - 1
+        # The year that puts the month nearest to when it was said: "in April", said in
+        # February, is the coming April; said in October, the one just gone.
+        years = (t.year - 1, t.year, t.year + 1)
+        return min(years, key=lambda y: abs((y - t.year) * 12 + month - t.month))
 
     def _day_year(self, month: int, day: int) -> int:
-        """The year of "May 7" without one: the latest not after today (earliest not before
-        today in a sentence about the future)."""
+        """The year of "May 7" without one: the one that puts it nearest to when it was said;
+        the earliest not before that day in a sentence about the future, the latest not after
+        it in a query or a sentence plainly about the past."""
         t = self.today
-        step = 1 if self.future else -1
-        for k in range(9):  # 29 February may be up to 8 years away
-            y = t.year + step * k
+        candidates = []
+        for y in range(t.year - 8, t.year + 9):  # 29 February may be up to 8 years away
             try:
-                d = date(y, month, day)
+                candidates.append(date(y, month, day))
             except ValueError:
                 continue
-            if (d >= t) if self.future else (d <= t):
-                return y
-        return t.year
+        if not candidates:
+            return t.year
+        if self.future:
+            ahead = [d for d in candidates if d >= t]
+            return min(ahead).year if ahead else t.year
+        if self.looks_back:
+            behind = [d for d in candidates if d <= t]
+            return max(behind).year if behind else t.year
+        return min(candidates, key=lambda d: (abs((d - t).days), d > t)).year
 
     # -- handlers, one per candidate kind ------------------------------------------------------
 
@@ -480,11 +516,34 @@ class _Scan:
         pa, pb = _range_item(a), _range_item(b)
         if pa is None or pb is None:
             return None
+        return self._range_hit(pa, pb)
+
+    def rngd(self, m: re.Match[str]) -> _Hit | None:
+        """A range of two days with no "from" / "between": "April 4 to April 18", "4-18 May"."""
+        a = _RANGE_ITEM_RX.fullmatch(m.group("rngd_a"))
+        pa = _range_item(a) if a else None
+        if pa is None:
+            return None
+        if m.group("rngd_day"):
+            tail = _YEAR_TAIL_RX.search(m.group("rngd_b"))
+            pb = (int(tail.group(1)) if tail else None, pa[1], _daynum(m.group("rngd_day")))
+        else:
+            b = _RANGE_ITEM_RX.fullmatch(m.group("rngd_b"))
+            pb = _range_item(b) if b else None
+            if pb is None:
+                return None
+        return self._range_hit(pa, pb)
+
+    def _range_hit(
+        self,
+        pa: tuple[int | None, int | None, int | None],
+        pb: tuple[int | None, int | None, int | None],
+    ) -> _Hit | None:
         (ya, ma, da), (yb, mb, db) = pa, pb
         if ya is None and yb is None:
             if ma is None or mb is None:
                 return None
-            yb = self._month_year(mb, "in")
+            yb = self._day_year(mb, db) if db else self._month_year(mb, "in")
             ya = yb if (ma, da or 1) <= (mb, db or 31) else yb - 1
         elif ya is None:
             ya = yb if (ma or 1, da or 1) <= (mb or 12, db or 31) else yb - 1  # type: ignore[operator]
@@ -953,16 +1012,6 @@ _ISO_RX = re.compile(
     r"\s*(?P<tz>Z|[+-]\d{2}(?::?\d{2})?)?",
     re.IGNORECASE,
 )
-_LOCOMO_RX = re.compile(
-    rf"(?P<h>\d{{1,2}})(?::(?P<mi>\d{{2}}))?\s*(?P<ap>[ap])\.?\s*m\.?\s*(?:on\s+)?,?\s*"
-    rf"(?:(?P<d1>{_DAYNUM})\s+(?P<m1>{_MONTH})|(?P<m2>{_MONTH})\s+(?P<d2>{_DAYNUM})),?\s+"
-    r"(?P<y>\d{4})",
-    re.IGNORECASE,
-)
-_LONGMEMEVAL_RX = re.compile(
-    r"(?P<y>\d{4})/(?P<mo>\d{1,2})/(?P<d>\d{1,2})\s*(?:\(\s*[A-Za-z]{2,9}\.?\s*\))?"
-    r"\s*(?:(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2}))?)?",
-)
 _NUMBER_RX = re.compile(r"[+-]?\d+(?:\.\d+)?")
 # Words that make a string plausibly a date for dateparser (so "we" or "sun" are refused).
 _DATE_WORDS = re.compile(
@@ -998,7 +1047,7 @@ def _parse_iso(text: str) -> datetime | None:
 
 
 def _parse_formats(text: str) -> datetime | None:
-    """Fixed formats, no dateparser: numbers, ISO 8601, LoCoMo, LongMemEval."""
+    """Fixed formats, no dateparser: numbers and ISO 8601, always UTC unless they say."""
     if _NUMBER_RX.fullmatch(text):
         digits = text.lstrip("+-").split(".")[0]
         if len(digits) == 4:  # a bare year
@@ -1012,23 +1061,6 @@ def _parse_formats(text: str) -> datetime | None:
     iso = _parse_iso(text)
     if iso is not None:
         return iso
-    m = _LOCOMO_RX.fullmatch(text)
-    if m:
-        hour = int(m.group("h")) % 12 + (12 if m.group("ap").lower() == "p" else 0)
-        token = m.group("m1") or m.group("m2")
-        return datetime(
-            int(m.group("y")),
-            _month_number(token),
-            _daynum(m.group("d1") or m.group("d2")),
-            hour,
-            int(m.group("mi") or 0),
-        )
-    m = _LONGMEMEVAL_RX.fullmatch(text)
-    if m:
-        return datetime(
-            int(m.group("y")), int(m.group("mo")), int(m.group("d")),
-            int(m.group("h") or 0), int(m.group("mi") or 0), int(m.group("s") or 0),
-        )  # fmt: skip
     return None
 
 
@@ -1042,11 +1074,11 @@ def _dateparser() -> Any:
 def parse_when(text: str, now: datetime | None = None) -> datetime:
     """Read one instant given by a user option or an input file, as naive UTC.
 
-    Accepts ISO 8601 dates and datetimes (``Z`` or offsets are converted to UTC), epoch
-    seconds (milliseconds when the number is that large), a bare year, LoCoMo's
-    "1:56 pm on 8 May, 2023", LongMemEval's "2023/05/28 (Sun) 16:07", and natural language
-    ("yesterday", "3 days ago", "last friday 5pm") relative to ``now`` (default: the current
-    time). Relative phrases keep the time of day of ``now`` unless they name one, as
+    Accepts ISO 8601 dates and datetimes (naive ones are UTC; ``Z`` or offsets are converted),
+    epoch seconds (milliseconds when the number is that large), a bare year, and anything
+    dateparser reads ("yesterday", "3 days ago", "last friday 5pm", "8 May 2023 1:56 pm"),
+    which is in the user's local time zone (``$TZ``) and relative to ``now`` (default: the
+    current time). Relative phrases keep the time of day of ``now`` unless they name one, as
     dateparser does ("yesterday" = now - 24 h). Raises ValueError on anything else.
     """
     raw = text
@@ -1066,21 +1098,20 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
         pass
     if not _DATE_WORDS.search(text):
         raise error  # "we", "sun", "xyz": dateparser would turn some of these into weekdays
-    base = to_utc_naive(now) if now is not None else _utcnow()
-    settings = {
-        "RELATIVE_BASE": base,
-        "PREFER_DATES_FROM": "past",
-        "TIMEZONE": "UTC",
-        "TO_TIMEZONE": "UTC",
-        "RETURN_AS_TIMEZONE_AWARE": False,
-    }
+    # Natural language is the user's own clock: "yesterday 5pm" is 17:00 local time, stored
+    # as UTC. dateparser gets the local wall-clock now and returns local wall-clock time
+    # (or an aware value when the text names a zone: "5pm EST").
+    from memcli.clock import local_to_utc, utc_to_local
+
+    base = utc_to_local(to_utc_naive(now) if now is not None else _utcnow())
+    settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past"}
     try:
         parsed = _dateparser().parse(text, languages=["en"], settings=settings)
     except Exception:  # dateparser raises assorted errors on odd input
         parsed = None
     if parsed is not None:
-        return to_utc_naive(parsed)
+        return local_to_utc(parsed)
     span = extract_fact_time(text, base)  # our vocabulary: "last spring", "in May 2023"
     if span is not None:
-        return span.start
+        return local_to_utc(span.start)
     raise error

@@ -6,7 +6,7 @@ Every expected span below is worked out by hand. Spans are half-open: a day is
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
@@ -91,19 +91,42 @@ def test_aware_datetimes_become_naive_utc():
         ("0", datetime(1970, 1, 1)),
         # a bare year
         ("2023", datetime(2023, 1, 1)),
-        # LoCoMo session times
-        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56)),
-        ("10:37 am on 27 June, 2023", datetime(2023, 6, 27, 10, 37)),
-        ("12:05 am on 1 January, 2024", datetime(2024, 1, 1, 0, 5)),
-        ("12:30 pm on 3 July, 2023", datetime(2023, 7, 3, 12, 30)),
-        # LongMemEval session times
-        ("2023/05/28 (Sun) 16:07", datetime(2023, 5, 28, 16, 7)),
-        ("2023/05/28 (Sun)", datetime(2023, 5, 28)),
-        ("2023/5/2 09:05", datetime(2023, 5, 2, 9, 5)),
     ],
 )
-def test_parse_when_fixed_formats(text, expected):
+def test_parse_when_fixed_formats(text, expected, monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # machine formats are UTC wherever the user is
     assert parse_when(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56)),
+        ("12:05 am on 1 January, 2024", datetime(2024, 1, 1, 0, 5)),
+        ("2023/05/28 (Sun) 16:07", datetime(2023, 5, 28, 16, 7)),
+        ("8 May 2023", datetime(2023, 5, 8)),
+    ],
+)
+def test_parse_when_reads_other_written_dates_through_dateparser(text, expected, monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    assert parse_when(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("zone", "text", "expected"),
+    [
+        # Wednesday 10 May 2023, 12:00 UTC is 08:00 in New York and 21:00 in Tokyo.
+        ("America/New_York", "yesterday 5pm", datetime(2023, 5, 9, 21)),
+        ("Asia/Tokyo", "yesterday 5pm", datetime(2023, 5, 9, 8)),
+        ("Asia/Tokyo", "today 9am", datetime(2023, 5, 10, 0)),
+        ("UTC", "yesterday 5pm", datetime(2023, 5, 9, 17)),
+        ("Europe/Berlin", "8 May 2023 1:56 pm", datetime(2023, 5, 8, 11, 56)),
+        ("Europe/Berlin", "2023-05-08T13:56:00", datetime(2023, 5, 8, 13, 56)),  # ISO: UTC
+    ],
+)
+def test_natural_language_is_the_users_local_time(zone, text, expected, monkeypatch):
+    monkeypatch.setenv("TZ", zone)
+    assert parse_when(text, now=datetime(2023, 5, 10, 12)) == expected
 
 
 @pytest.mark.parametrize(
@@ -116,7 +139,8 @@ def test_parse_when_fixed_formats(text, expected):
         ("now", datetime(2023, 5, 10, 12)),
     ],
 )
-def test_parse_when_natural_language_is_relative_to_now(text, expected):
+def test_parse_when_natural_language_is_relative_to_now(text, expected, monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
     assert parse_when(text, now=datetime(2023, 5, 10, 12)) == expected
 
 
@@ -206,7 +230,7 @@ FACT_CASES = [
     ("It was 5/7/2023.", "2023-05-07", "2023-05-08"),  # month/day, as in the US
     ("It was 25/12/2022.", "2022-12-25", "2022-12-26"),  # day/month when it must be
     ("my birthday was on March 3", "2023-03-03", "2023-03-04"),
-    ("on May 20", "2022-05-20", "2022-05-21"),  # May 20 2023 is still to come
+    ("on May 20", "2023-05-20", "2023-05-21"),  # nearest to May 8: twelve days ahead
     ("we met in Jan", "2023-01-01", "2023-02-01"),
     # seasons (northern meteorological); "last" = the latest one already over
     ("I went skiing last winter.", "2022-12-01", "2023-03-01"),
@@ -372,3 +396,33 @@ def test_an_appointment_without_a_year_is_the_next_one():
         "Pixel has a vet appointment on February 12.", datetime(2026, 1, 30, 21, 15)
     )
     assert span is not None and span.start == datetime(2026, 2, 12)
+
+
+@pytest.mark.parametrize(
+    ("text", "said", "start", "end"),
+    [
+        # A yearless date takes the year that puts it nearest to when it was said ...
+        ("Away April 4 to April 18.", date(2026, 2, 3), date(2026, 4, 4), date(2026, 4, 19)),
+        ("Camping the weekend of May 23.", date(2026, 5, 12), date(2026, 5, 23), date(2026, 5, 25)),
+        ("Saw Ana on May 7.", date(2026, 5, 12), date(2026, 5, 7), date(2026, 5, 8)),
+        ("Saw Ana on December 28.", date(2026, 1, 4), date(2025, 12, 28), date(2025, 12, 29)),
+        ("The fair on January 3.", date(2026, 12, 20), date(2027, 1, 3), date(2027, 1, 4)),
+        ("The dinner in June.", date(2026, 5, 12), date(2026, 6, 1), date(2026, 7, 1)),
+        ("The trip in November.", date(2026, 2, 3), date(2025, 11, 1), date(2025, 12, 1)),
+        # ... and a sentence about the future still looks forward.
+        ("We will visit on May 7.", date(2026, 5, 12), date(2027, 5, 7), date(2027, 5, 8)),
+        ("I'm planning to go in November.", date(2026, 2, 3), date(2026, 11, 1), date(2026, 12, 1)),
+        # A stated range stays a range.
+        ("Lisbon from May 9 to May 16.", date(2026, 3, 21), date(2026, 5, 9), date(2026, 5, 17)),
+        ("Lisbon May 9-16.", date(2026, 3, 21), date(2026, 5, 9), date(2026, 5, 17)),
+        ("Lisbon 9 May - 16 May 2025.", date(2026, 3, 21), date(2025, 5, 9), date(2025, 5, 17)),
+        ("Holidays Dec 20 to Jan 6.", date(2026, 12, 1), date(2026, 12, 20), date(2027, 1, 7)),
+    ],
+)
+def test_yearless_dates_are_nearest_to_when_they_were_said(text, said, start, end):
+    span = extract_fact_time(text, datetime(said.year, said.month, said.day, 12))
+    assert span is not None, text
+    assert (span.start, span.end) == (
+        datetime(start.year, start.month, start.day),
+        datetime(end.year, end.month, end.day),
+    )

@@ -45,6 +45,7 @@ from memcli.bench.metrics import (
     recall_at_k,
     reciprocal_rank,
 )
+from memcli.clock import utcnow
 from memcli.recall import ARMS, RecallError, RecallOptions, RecallResult, recall
 from memcli.retain import Retainer, RetainItem
 from memcli.settings import RecallSettings
@@ -235,7 +236,7 @@ def _case_now(case: BenchCase) -> datetime:
     """The case's reference time: its latest item (LoCoMo: the last session's date)."""
     if case.items:
         return max(item.timestamp for item in case.items)
-    return datetime.utcnow().replace(microsecond=0)
+    return utcnow()
 
 
 # --------------------------------------------------------------------------------------------

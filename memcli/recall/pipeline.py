@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any
 
 from memcli import tokens
 from memcli.blocks import memory_block
+from memcli.clock import utcnow
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
 from memcli.recall.filters import FactFilter
@@ -69,7 +69,7 @@ def recall(
         raise RecallError("empty query")
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    now = options.now or datetime.utcnow().replace(microsecond=0)
+    now = options.now or utcnow()
     bank_id = store.require_bank(bank)
     window = parse_query_window(query, now)
     limit = BUDGETS[options.budget]

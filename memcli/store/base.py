@@ -9,6 +9,7 @@ version). Anything else, an empty file included, is left untouched.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import secrets
@@ -115,7 +116,11 @@ def _create(path: Path) -> None:
     process creating the same path is fine (its store is used)."""
     parent = path.parent
     if not parent.exists():
-        parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+        # Every folder we create is private (mkdir(parents=True) gives only the last one
+        # the mode; the rest would follow the umask).
+        for folder in reversed([parent, *parent.parents]):
+            if not folder.exists():
+                folder.mkdir(mode=0o700, exist_ok=True)
     tmp = parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.new"
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     os.close(fd)
@@ -210,8 +215,8 @@ class StoreBase:
 
     def _busy_message(self) -> str:
         return (
-            f"{self.path} is locked by another mem process (waited "
-            f"{BUSY_TIMEOUT_MS // 1000} s); nothing was written, try again"
+            f"{self.path} is locked by another process (waited "
+            f"{BUSY_TIMEOUT_MS / 1000:g} s); nothing was written, try again"
         )
 
     @contextmanager
@@ -226,6 +231,13 @@ class StoreBase:
         except (apsw.ReadOnlyError, apsw.PermissionsError) as exc:
             raise StoreReadOnly(f"{self.path} cannot be written: {exc}") from exc
         except apsw.IOError as exc:
+            # A write refused for lack of space (or past the file size limit) is an I/O
+            # error to SQLite; the OS's errno says which.
+            if self.conn.system_errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+                raise StoreFull(
+                    f"disk full writing {self.path} ({os.strerror(self.conn.system_errno)}); "
+                    "nothing was written"
+                ) from exc
             raise StoreError(f"I/O error on {self.path}: {exc}; nothing was written") from exc
 
     @contextmanager

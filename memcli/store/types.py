@@ -9,7 +9,19 @@ from typing import Any
 
 FACT_TYPES = ("world", "experience", "observation")
 LINK_KINDS = ("semantic", "temporal", "causal")
-BUSY_TIMEOUT_MS = 30_000
+
+
+def _busy_timeout_ms() -> int:
+    """How long a writer waits for another's lock: 30 s, or MEM_BUSY_TIMEOUT_MS."""
+    import os
+
+    try:
+        return max(0, int(os.environ.get("MEM_BUSY_TIMEOUT_MS", "30000")))
+    except ValueError:
+        return 30_000
+
+
+BUSY_TIMEOUT_MS = _busy_timeout_ms()
 
 
 class StoreError(Exception):

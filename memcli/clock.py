@@ -1,0 +1,60 @@
+"""The one notion of "now" and of the user's time zone.
+
+Everything `mem` stores is naive UTC. A user speaks in local time: natural-language times
+("yesterday 5pm") are read in the local zone and converted at the edge, and text output shows
+local dates. The local zone is $TZ when it names a zone (as the C library reads it), else the
+system's /etc/localtime, else the offset the OS reports now.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
+
+
+def utcnow() -> datetime:
+    """The current time as naive UTC, to the second (what every stored time looks like)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+
+
+@lru_cache(maxsize=4)
+def _zone_for(tz_env: str | None) -> tzinfo:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if tz_env:
+        name = tz_env.lstrip(":")
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+        # POSIX forms such as "EST5EDT" or "UTC0": the C library understands them, so take
+        # the offset it reports now.
+        return datetime.now().astimezone().tzinfo or timezone.utc
+    try:
+        with open("/etc/localtime", "rb") as f:
+            return ZoneInfo.from_file(f, key="localtime")
+    except (OSError, ValueError):
+        return datetime.now().astimezone().tzinfo or timezone.utc
+
+
+def local_zone() -> tzinfo:
+    """The user's time zone ($TZ respected)."""
+    return _zone_for(os.environ.get("TZ"))
+
+
+def local_to_utc(wall: datetime) -> datetime:
+    """A naive local wall-clock time as naive UTC."""
+    if wall.tzinfo is not None:
+        return wall.astimezone(timezone.utc).replace(tzinfo=None)
+    return wall.replace(tzinfo=local_zone()).astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def utc_to_local(when: datetime) -> datetime:
+    """A naive UTC time as naive local wall-clock time (for display)."""
+    return when.replace(tzinfo=timezone.utc).astimezone(local_zone()).replace(tzinfo=None)
+
+
+def local_offset(when: datetime) -> timedelta:
+    """The local zone's offset from UTC at the naive UTC time `when`."""
+    return when.replace(tzinfo=timezone.utc).astimezone(local_zone()).utcoffset() or timedelta(0)

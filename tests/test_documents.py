@@ -1,0 +1,218 @@
+"""Documents and dedupe as a store grows and changes (issue 7, findings 1-4): re-retaining a
+document replaces it whole and atomically, a sentence two documents share belongs to both,
+and the same words at another time are a new memory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+from typer.testing import CliRunner
+
+from memcli.cli import app
+from memcli.retain import Retainer, RetainItem
+from memcli.store import Store
+from tests.conftest import write_jsonl
+
+runner = CliRunner()
+
+
+def mem(db: Path, *args: str, input: str | None = None):
+    return runner.invoke(app, ["--db", str(db), *args], input=input)
+
+
+def texts_of(db: Path, document: str | None = None) -> list[str]:
+    with Store(db) as s:
+        bank = s.require_bank("default")
+        if document is None:
+            ids = s.fact_ids_of_bank(bank)
+        else:
+            row = s.document_row(bank, document)
+            ids = s.document_fact_ids(row) if row else []
+        facts = s.facts_by_id(ids, bank)
+        return sorted(f.text for f in facts.values())
+
+
+def hidden_rows(db: Path) -> int:
+    """Rows of staging banks (a retain call's unpublished documents)."""
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return conn.execute(
+            "SELECT (SELECT count(*) FROM banks WHERE kind = 'staging') + "
+            "(SELECT count(*) FROM facts f JOIN banks b ON b.id = f.bank_id "
+            "WHERE b.kind = 'staging')"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_re_retaining_a_changed_document_replaces_it(db_path):
+    # Finding 1: this sequence crashed with FOREIGN KEY constraint failed in add_links.
+    assert mem(db_path, "retain", "Lunch is at noon on Fridays.", "--document", "d1").exit_code == 0
+    assert mem(db_path, "retain", "Parking is on level two.").exit_code == 0
+    r = mem(db_path, "retain", "Lunch is at one on Fridays.", "--document", "d1")
+    assert r.exit_code == 0, r.stderr
+    assert "1 documents replaced" in r.stderr
+    assert texts_of(db_path) == ["Lunch is at one on Fridays.", "Parking is on level two."]
+    r = mem(db_path, "recall", "When is lunch?", "--format", "json")
+    assert "Lunch is at noon on Fridays." not in r.stdout
+
+
+def test_jsonl_imports_sharing_document_ids_replace_or_append(db_path, tmp_path):
+    def turns(start: int, n: int) -> list[dict]:
+        return [
+            {
+                "id": f"t{i}",
+                "text": f"Turn {i}: we talked about topic number {i}.",
+                "timestamp": f"2026-03-01T10:{i % 60:02d}:00Z",
+                "document_id": "chat",
+                "context": "Ana" if i % 2 else "Ben",
+            }
+            for i in range(start, start + n)
+        ]
+
+    first = write_jsonl(tmp_path / "a.jsonl", turns(0, 80))
+    second = write_jsonl(tmp_path / "b.jsonl", turns(80, 70))
+    assert mem(db_path, "retain", "--jsonl", str(first)).exit_code == 0
+    # A conversation log imported in several files: --append adds to the document.
+    r = mem(db_path, "retain", "--jsonl", str(second), "--append")
+    assert r.exit_code == 0, r.stderr
+    assert len(texts_of(db_path, "chat")) == 150
+    # Without --append the later file is the document's new version (this crashed before).
+    r = mem(db_path, "retain", "--jsonl", str(second))
+    assert r.exit_code == 0, r.stderr
+    assert len(texts_of(db_path, "chat")) == 70 and hidden_rows(db_path) == 0
+
+
+def test_one_retain_call_builds_a_document_across_batches_in_any_order(store, embedder):
+    items = [
+        RetainItem(f"Line {i} of the manual.", document_id="a" if i % 3 else "b")
+        for i in range(150)
+    ]
+    Retainer(store, "default", embedder).retain(items)
+    bank = store.require_bank("default")
+    assert len(store.document_fact_ids(store.document_row(bank, "a"))) == 100
+    assert len(store.document_fact_ids(store.document_row(bank, "b"))) == 50
+
+
+def test_a_shared_sentence_belongs_to_each_document(db_path):
+    # Finding 3: dedupe was bank-wide, so replacing A deleted B's copy and a plain retain.
+    shared = "The wifi password is on the fridge."
+    at = ["--at", "2026-04-01T09:00:00"]
+    both = f'{{"text": "{shared}"}}\n{{"text": "Rent is due on the 1st."}}\n'
+    assert mem(db_path, "retain", "--document", "A", *at, "--jsonl", "-", input=both).exit_code == 0
+    mem(db_path, "retain", shared, "--document", "B", *at)
+    mem(db_path, "retain", shared, *at)
+    assert texts_of(db_path).count(shared) == 3
+    mem(db_path, "retain", "Rent is due on the 1st.", "--document", "A", *at)
+    assert texts_of(db_path, "B") == [shared]
+    assert texts_of(db_path).count(shared) == 2
+    # Within one document identical content is stored once.
+    r = mem(
+        db_path,
+        "retain",
+        "--document",
+        "B",
+        *at,
+        "--jsonl",
+        "-",
+        input=f'{{"text": "{shared}"}}\n{{"text": "{shared}"}}\n',
+    )
+    assert r.exit_code == 0 and "1 duplicates skipped" in r.stderr
+
+
+def test_the_same_words_on_another_day_are_a_new_memory(db_path):
+    # Finding 4: a recurring event was dropped as a duplicate.
+    run = "Went for a run along the river."
+    assert mem(db_path, "retain", run, "--at", "2026-05-01").exit_code == 0
+    r = mem(db_path, "retain", run, "--at", "2026-05-08")
+    assert r.exit_code == 0 and "1 facts stored" in r.stderr
+    r = mem(db_path, "retain", run, "--at", "2026-05-08")
+    assert "1 duplicates skipped" in r.stderr
+    assert texts_of(db_path) == [run, run]
+
+
+# -- atomic replace: kill -9, Ctrl-C, two at once -------------------------------------------
+
+
+def _doc_jsonl(path: Path, version: str, n: int) -> Path:
+    return write_jsonl(
+        path,
+        [
+            {
+                "id": f"{version}-{i}",
+                "text": f"Version {version} says item {i} is ready.",
+                "document_id": "big",
+                "timestamp": "2026-02-01T12:00:00Z",
+            }
+            for i in range(n)
+        ],
+    )
+
+
+def _start_import(db: Path, jsonl: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "memcli", "--db", str(db), "retain", "--jsonl", str(jsonl)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # The child gets default SIGINT handling, as at a terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _wait_for_staged_rows(db: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the import ended before it could be interrupted: {proc.stderr.read()}")
+        try:
+            if hidden_rows(db) > 64:
+                return
+        except apsw.Error:
+            pass
+        time.sleep(0.05)
+    pytest.fail("no staged rows appeared")
+
+
+def _versions(db: Path) -> set[str]:
+    return {t.split()[1] for t in texts_of(db, "big")}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_an_interrupted_replace_leaves_the_old_version_whole(db_path, tmp_path, sig):
+    assert mem(db_path, "retain", "--jsonl", str(_doc_jsonl(tmp_path / "v1", "one", 300)))
+    assert len(texts_of(db_path, "big")) == 300
+    proc = _start_import(db_path, _doc_jsonl(tmp_path / "v2", "two", 640))
+    _wait_for_staged_rows(db_path, proc)
+    os.kill(proc.pid, sig)
+    proc.wait(60)
+    assert proc.returncode == (-9 if sig == signal.SIGKILL else 130), proc.stderr.read()
+    assert _versions(db_path) == {"one"} and len(texts_of(db_path, "big")) == 300
+    if sig == signal.SIGINT:
+        assert hidden_rows(db_path) == 0  # Ctrl-C drops what it staged
+    # The next writer purges what a killed import left behind.
+    assert mem(db_path, "retain", "Something else.").exit_code == 0
+    assert hidden_rows(db_path) == 0
+    with Store(db_path) as s:
+        fts = s.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
+        vec = s.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
+        assert fts == vec == s.fact_count() == 301
+
+
+def test_two_replaces_of_one_document_at_once_leave_one_version_whole(db_path, tmp_path):
+    assert mem(db_path, "retain", "--jsonl", str(_doc_jsonl(tmp_path / "v1", "one", 50)))
+    a = _start_import(db_path, _doc_jsonl(tmp_path / "v2", "two", 200))
+    b = _start_import(db_path, _doc_jsonl(tmp_path / "v3", "three", 150))
+    for proc in (a, b):
+        proc.wait(300)
+        assert proc.returncode == 0, proc.stderr.read()
+    versions = _versions(db_path)
+    assert versions in ({"two"}, {"three"})
+    assert len(texts_of(db_path, "big")) == (200 if versions == {"two"} else 150)
+    assert hidden_rows(db_path) == 0

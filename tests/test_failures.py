@@ -1,0 +1,387 @@
+"""Every way a user's input or machine can fail retain and recall (issue 7, findings 5-10),
+through the real CLI: one line on stderr, a non-zero exit, and nothing written or half-written.
+Files that are not mem stores are never touched."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memcli.cli import app
+from memcli.retain import Retainer, RetainItem
+from memcli.store import Store
+from tests.conftest import write_jsonl
+
+runner = CliRunner()
+
+
+def mem(db: Path, *args: str, input: str | bytes | None = None):
+    return runner.invoke(app, ["--db", str(db), *args], input=input)
+
+
+def mem_process(db: Path, *args: str, env: dict | None = None, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "memcli", "--db", str(db), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        **kw,
+    )
+
+
+def one_error_line(stderr: str, *needles: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("mem: error: "), stderr
+    assert "Traceback" not in stderr
+    for needle in needles:
+        assert needle in lines[0], stderr
+
+
+def fact_count(db: Path) -> int:
+    with Store(db) as s:
+        return s.fact_count()
+
+
+def seeded(db: Path) -> Path:
+    assert mem(db, "retain", "The spare key is under the blue pot.").exit_code == 0
+    return db
+
+
+# -- finding 5: the whole input is checked before the first write ----------------------------
+
+
+def test_a_lone_surrogate_on_line_100_writes_nothing(db_path, tmp_path):
+    seeded(db_path)
+    rows = [{"text": f"Ordinary line {i} about the garden."} for i in range(99)]
+    rows.append('{"text": "broken \\ud800 text"}')
+    rows += [{"text": f"Later line {i}."} for i in range(20)]
+    r = mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "s.jsonl", rows)))
+    assert r.exit_code == 1
+    one_error_line(r.stderr, "line 100", "surrogate")
+    assert fact_count(db_path) == 1
+
+
+@pytest.mark.parametrize(
+    ("row", "needle"),
+    [
+        ({"text": "\u0000\u0000"}, "text"),
+        ({"text": "\u0007\u001b\t"}, "text"),
+        ({"text": "fine", "tags": 5}, "tags"),
+        ({"text": "fine", "tags": [1, 2]}, "tags"),
+        ({"text": "fine", "metadata": [1]}, "metadata"),
+        ({"text": "fine", "type": "dream"}, "type"),
+        ({"text": "fine", "context": 7}, "context"),
+        ({"text": "fine", "document_id": {"a": 1}}, "document_id"),
+        ({"text": "fine", "colour": "red"}, "colour"),
+        ({"text": 12}, "text"),
+    ],
+)
+def test_every_field_is_checked_before_writing(db_path, tmp_path, row, needle):
+    seeded(db_path)
+    path = write_jsonl(tmp_path / "b.jsonl", [{"text": "A good first line."}, row])
+    r = mem(db_path, "retain", "--jsonl", str(path))
+    assert r.exit_code == 1
+    one_error_line(r.stderr, "line 2", needle)
+    assert fact_count(db_path) == 1
+
+
+def test_text_of_only_control_bytes_on_stdin_is_refused(db_path):
+    seeded(db_path)
+    r = mem(db_path, "retain", "-", input=b"\x00\x01\x07\n")
+    assert r.exit_code == 1
+    one_error_line(r.stderr)
+    assert fact_count(db_path) == 1
+
+
+# -- finding 6: failures of the machine and of options are one line ---------------------------
+
+
+HOLD_LOCK = """
+import sys, time, apsw
+conn = apsw.Connection(sys.argv[1])
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT INTO meta(key, value) VALUES('lock-test', 'held')")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("ROLLBACK")
+"""
+
+
+def test_a_store_locked_by_another_process_is_one_line_and_nothing_written(db_path):
+    seeded(db_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db_path), "20"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        p = mem_process(
+            db_path, "retain", "Written while locked.", env={"MEM_BUSY_TIMEOUT_MS": "300"}
+        )
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 1
+        one_error_line(err.decode(), "locked by another process", "nothing was written")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert fact_count(db_path) == 1
+
+
+@contextmanager
+def read_only(path: Path):
+    """The file cannot be written: by mode bits, or, for root (whom mode bits do not stop),
+    by the immutable attribute."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        path.parent.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.parent.chmod(0o755)
+            path.chmod(0o644)
+        return
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("running as root on a file system without chattr +i")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_retain_into_a_read_only_store_is_one_line(db_path):
+    seeded(db_path)
+    before = db_path.read_bytes()
+    with read_only(db_path):
+        p = mem_process(db_path, "retain", "Cannot be written.")
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 1
+        one_error_line(err.decode(), "read-only")
+        r = mem(db_path, "recall", "spare key")  # reading still works
+        assert r.exit_code == 0 and "blue pot" in r.stdout, r.stderr
+    assert db_path.read_bytes() == before
+
+
+GROW_UNDER_LIMIT = """
+import resource, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+sys.argv = ["mem"] + sys.argv[2:]
+from memcli.cli import main
+main()
+"""
+
+
+def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
+    # RLIMIT_FSIZE makes every write past the limit fail as a full disk would (Python ignores
+    # SIGXFSZ, so the write returns an error instead of killing the process).
+    seeded(db_path)
+    with Store(db_path) as s:
+        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    rows = [
+        {"text": f"Line {i} of a long diary about the allotment and its {i} tomatoes."}
+        for i in range(400)
+    ]
+    path = write_jsonl(tmp_path / "big.jsonl", rows)
+    limit = db_path.stat().st_size + 64 * 1024
+    p = subprocess.Popen(
+        [sys.executable, "-c", GROW_UNDER_LIMIT, str(limit), "--db", str(db_path), "retain"]
+        + ["--jsonl", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 1, err.decode()
+    one_error_line(err.decode(), "disk full")
+    # Items without a document commit in batches of 64: the batches before the failing one
+    # stay (as after Ctrl-C), and the message says so; the failing batch left nothing.
+    kept = fact_count(db_path) - 1
+    assert kept % 64 == 0 and kept < 400
+    if kept:
+        assert f"the {kept} items of the batches before it stay stored" in err.decode()
+    with Store(db_path) as s:
+        assert s.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        fts = s.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
+        vec = s.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
+        assert fts == vec == kept + 1
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ('{"query": "x", "arms": 5}', "arms"),
+        ('{"query": "x", "max_tokens": "many"}', "max_tokens"),
+        ('{"query": "x", "budgett": "low"}', "budgett"),
+        ('{"query": "broken \\ud800"}', "surrogate"),
+        ('{"query": 5}', "query"),
+        ("[1, 2]", "object"),
+    ],
+)
+def test_a_bad_batch_line_is_one_line_naming_the_problem(db_path, line, needle):
+    seeded(db_path)
+    r = mem(db_path, "recall", "--batch", "-", input='{"query": "key"}\n' + line + "\n")
+    assert r.exit_code == 1
+    one_error_line(r.stderr, "line 2", needle)
+    assert r.stdout == ""  # the whole batch is checked before the first answer
+
+
+# -- finding 7: never modify a file that is not a mem store -----------------------------------
+
+
+def test_a_foreign_sqlite_file_is_left_byte_for_byte(tmp_path):
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO notes(body) VALUES ('keep me')")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    for args in (["retain", "hello"], ["recall", "hello"], ["stats"]):
+        r = mem(path, *args)
+        assert r.exit_code == 1
+        one_error_line(r.stderr, "not a mem store")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # no -wal, no -shm
+
+
+@pytest.mark.parametrize("args", [["recall", "hello"], ["stats"], ["retain", "hello"]])
+def test_an_empty_file_is_not_a_store(tmp_path, args):
+    path = tmp_path / "empty.db"
+    path.touch()
+    r = mem(path, *args)
+    assert r.exit_code == 1
+    one_error_line(r.stderr, "empty file")
+    assert path.read_bytes() == b""
+
+
+@pytest.mark.parametrize("args", [["recall", "hello"], ["stats"]])
+def test_recall_and_stats_never_create_a_store(tmp_path, args):
+    path = tmp_path / "sub" / "mem.db"
+    r = mem(path, *args)
+    assert r.exit_code == 1
+    one_error_line(r.stderr, "no mem store")
+    assert not path.parent.exists()
+
+
+def test_new_stores_are_private(tmp_path):
+    old = os.umask(0o022)
+    try:
+        db = tmp_path / "fresh" / "dir" / "mem.db"
+        assert mem(db, "retain", "A private thought.").exit_code == 0
+    finally:
+        os.umask(old)
+    assert db.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "fresh").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "fresh" / "dir").stat().st_mode & 0o777 == 0o700
+    for side in db.parent.glob("mem.db-*"):  # -wal and -shm follow the main file's mode
+        assert side.stat().st_mode & 0o077 == 0
+
+
+# -- finding 8: the terminal path --------------------------------------------------------------
+
+
+def _run_in_pty(argv: list[str], env: dict) -> tuple[int, str]:
+    pid, fd = pty.fork()
+    if pid == 0:  # child: a real terminal on stdin, stdout and stderr
+        try:
+            os.execvpe(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_a_large_import_at_a_terminal_shows_progress(db_path, tmp_path, no_color):
+    rows = [{"text": f"Terminal line {i} about the orchard."} for i in range(150)]
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    env["TERM"] = "xterm-256color"
+    if no_color:
+        env["NO_COLOR"] = "1"
+    argv = [sys.executable, "-m", "memcli", "--db", str(db_path), "retain", "--jsonl", str(path)]
+    code, out = _run_in_pty(argv, env)
+    assert code == 0, out
+    assert "Traceback" not in out and "150 facts stored" in out
+    assert "retaining" in out  # the progress bar was drawn
+    assert ("\x1b[3" in out or "\x1b[9" in out) is not no_color  # colour only without NO_COLOR
+    assert fact_count(db_path) == 150
+
+
+# -- finding 9: times ----------------------------------------------------------------------------
+
+
+def test_an_aware_timestamp_through_the_library_is_stored_as_utc(store, embedder):
+    said = datetime(2026, 3, 1, 9, 30, tzinfo=timezone(timedelta(hours=2)))
+    Retainer(store, "default", embedder).retain(
+        [RetainItem(text="Met Ada at the port.", timestamp=said)]
+    )
+    (fact,) = store.facts_by_id(store.fact_ids_of_bank(store.require_bank("default"))).values()
+    assert fact.mentioned_at == datetime(2026, 3, 1, 7, 30)
+
+
+def test_natural_language_at_is_local_time_stored_as_utc(db_path, monkeypatch):
+    from zoneinfo import ZoneInfo
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    assert mem(db_path, "retain", "Dinner with Sam.", "--at", "yesterday 5pm").exit_code == 0
+    zone = ZoneInfo("America/New_York")
+    local_yesterday = (datetime.now(zone) - timedelta(days=1)).date()
+    expected = (
+        datetime(local_yesterday.year, local_yesterday.month, local_yesterday.day, 17, tzinfo=zone)
+        .astimezone(timezone.utc)
+        .replace(tzinfo=None)
+    )
+    with Store(db_path) as s:
+        (fact,) = s.facts_by_id(s.fact_ids_of_bank(s.require_bank("default"))).values()
+    assert fact.mentioned_at == expected
+
+
+def test_a_full_disk_during_a_document_replace_keeps_the_old_version(db_path, tmp_path):
+    old = [{"text": f"Old page {i} of the manual.", "document_id": "manual"} for i in range(5)]
+    assert mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "v1", old))).exit_code == 0
+    with Store(db_path) as s:
+        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    new = [
+        {"text": f"New page {i} of the manual, much longer than before.", "document_id": "manual"}
+        for i in range(400)
+    ]
+    path = write_jsonl(tmp_path / "v2", new)
+    limit = db_path.stat().st_size + 64 * 1024
+    p = subprocess.Popen(
+        [sys.executable, "-c", GROW_UNDER_LIMIT, str(limit), "--db", str(db_path), "retain"]
+        + ["--jsonl", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 1, err.decode()
+    one_error_line(err.decode(), "disk full")
+    with Store(db_path) as s:
+        bank = s.require_bank("default")
+        texts = sorted(f.text for f in s.facts_by_id(s.fact_ids_of_bank(bank), bank).values())
+    assert texts == sorted(r["text"] for r in old)
