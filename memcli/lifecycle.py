@@ -352,6 +352,45 @@ def retain_superseding(
     return summary, new_ids
 
 
+# A new fact this close (cosine) to an older valid fact of the same speaker may correct it:
+# near-duplicates with one detail changed score ~0.84-0.91 with MiniLM ("two cats" / "three
+# cats now"), paraphrases ~0.7-0.8, unrelated facts ~0.
+POSSIBLY_SUPERSEDES_COSINE = 0.8
+POSSIBLY_SUPERSEDES_NEIGHBOURS = 10
+
+
+def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, Any]]) -> None:
+    """Add "possibly_supersedes" (ids, most similar first) to each fact retain reports: older,
+    still valid facts of the same context that the new one nearly repeats. Only a hint for
+    the caller (`mem correct` acts); nothing is changed."""
+    bank_id = store.bank_id(bank)
+    if bank_id is None or not stored:
+        return
+    ids = [s["id"] for s in stored]
+    facts = store.facts_by_id(ids, bank_id)
+    vectors = store.vectors_for(ids)
+    for s in stored:
+        s["possibly_supersedes"] = []
+        f, vec = facts.get(s["id"]), vectors.get(s["id"])
+        if f is None or vec is None:
+            continue
+        near = [
+            (other, cos)
+            for other, cos in store.nearest(bank_id, vec, POSSIBLY_SUPERSEDES_NEIGHBOURS)
+            if other != f.id and cos >= POSSIBLY_SUPERSEDES_COSINE
+        ]
+        olds = store.facts_by_id([o for o, _ in near], bank_id)
+        speaker = (f.context or "").strip().lower()
+        s["possibly_supersedes"] = [
+            o
+            for o, _ in sorted(near, key=lambda pair: -pair[1])
+            if o in olds
+            and olds[o].invalid_at is None
+            and (olds[o].context or "").strip().lower() == speaker
+            and olds[o].mentioned_at < f.mentioned_at
+        ]
+
+
 # -- re-embedding -------------------------------------------------------------------------
 
 

@@ -105,7 +105,7 @@ def test_list_newest_first_with_filters_and_formats(db: Path) -> None:
     ]
     assert said == sorted(said, reverse=True)
     assert ids_listed(db, "--document", "trip") == [fact_id(db, "Ohrid"), fact_id(db, "red kayak")]
-    assert ids_listed(db, "--tag", "pets", "--tags-match", "any_strict") == [fact_id(db, "Zorblax")]
+    assert ids_listed(db, "--tag", "pets") == [fact_id(db, "Zorblax")]  # tagged ones only
     marco = [fact_id(db, "again"), fact_id(db, "Zorblax"), fact_id(db, "tutor")]
     assert ids_listed(db, "--context", "marco") == marco
     assert ids_listed(db, "--since", "2024-05-01", "--until", "2024-07-01") == marco
@@ -414,3 +414,20 @@ def test_banks_list_rename_delete(db: Path, tmp_path: Path) -> None:
     assert after["facts"] == after["fact_fts"] == after["fact_vec"] == 6
     assert after["banks"] == 1
     one_line_error(mem(db, "banks", "--delete", "job", "--yes"), "unknown bank")
+
+
+def test_retain_json_reports_possible_supersessions_without_acting(tmp_path: Path) -> None:
+    db = tmp_path / "hint.db"
+    ok(mem(db, "retain", "--at", "2024-01-01", "--context", "Maya", "I have two cats."))
+    ok(mem(db, "retain", "--at", "2024-01-01", "--context", "Maya", "I love hiking in the Alps."))
+    old = fact_id(db, "two cats")
+    later = json.loads(
+        ok(mem(db, "retain", "--json", "--context", "Maya", "I have three cats now."))
+    )["stored"][0]
+    assert later["possibly_supersedes"] == [old]
+    other_speaker = json.loads(
+        ok(mem(db, "retain", "--json", "--context", "Bob", "I have three cats now."))
+    )["stored"][0]
+    assert other_speaker["possibly_supersedes"] == []
+    # A hint only: the old fact is still valid.
+    assert old in ids_listed(db)

@@ -138,7 +138,7 @@ def list_memories(
     document: Annotated[str | None, typer.Option(help="Only this document's facts.")] = None,
     source_id: Annotated[str | None, typer.Option(help="Only facts of this input id.")] = None,
     tag: TagOpt = None,
-    tags_match: TagsMatchOpt = TagsMatch.any,
+    tags_match: TagsMatchOpt = TagsMatch.any_strict,
     fact_type: TypeOpt = None,
     context: Annotated[str | None, typer.Option(help="Only this speaker / source.")] = None,
     since: Annotated[str | None, typer.Option(help="Said at or after WHEN.")] = None,
