@@ -494,7 +494,11 @@ def import_bank(
         except OSError as exc:
             fail(f"cannot read {file}: {exc.strerror or exc}")
         name = file
-    target = into or (state.bank if state.bank != "default" else None)
+    # `mem --bank B import` (or MEM_BANK, the config) names the bank too; only a bank nobody
+    # chose falls back to the one the file names.
+    source = getattr(state, "sources", {}).get("bank")
+    chosen = source is not None and getattr(source, "source", "default") != "default"
+    target = into or (state.bank if chosen or state.bank != "default" else None)
     store = open_store(create=True)
     bar_ctx: Any = None
     advance: Any = None
