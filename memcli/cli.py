@@ -18,8 +18,15 @@ import typer
 from memcli import __version__
 from memcli.bench.command import bench as bench_command
 from memcli.commands import register_commands
-from memcli.cliutil import Budget, fail, info, load_embedder_or_fail, open_store, state
-from memcli.paths import resolve_db_path
+from memcli.cliutil import (
+    Budget,
+    configured,
+    fail,
+    info,
+    load_embedder_or_fail,
+    open_store,
+    state,
+)
 
 app = typer.Typer(
     name="mem",
@@ -52,20 +59,42 @@ def version_callback(value: bool) -> None:
 
 @app.callback()
 def main_options(
+    ctx: typer.Context,
     db: Annotated[
         Path | None,
-        typer.Option("--db", help="Database file. Default: $MEM_DB, else the user data dir."),
+        typer.Option(
+            "--db",
+            metavar="FILE",
+            help="Database file. Default: $MEM_DB, the config's db, else the user data dir.",
+        ),
     ] = None,
     bank: Annotated[
-        str, typer.Option("--bank", envvar="MEM_BANK", help="Memory bank inside the file.")
-    ] = "default",
+        str | None,
+        typer.Option(
+            "--bank",
+            metavar="NAME",
+            help="Memory bank inside the file. Default: $MEM_BANK, the config's bank, "
+            "else 'default'.",
+        ),
+    ] = None,
     version: Annotated[
         bool | None,
         typer.Option("--version", callback=version_callback, is_eager=True, help="Show version."),
     ] = None,
 ) -> None:
-    state.db = resolve_db_path(db)
-    state.bank = bank
+    # Read the config file and environment afresh on every invocation (tests run many in
+    # one process).
+    state.settings = None
+    state.sources = {}
+    if ctx.invoked_subcommand == "config":
+        # `mem config` must work to repair a broken config file: it resolves nothing here.
+        return
+    state.db = Path(configured("db", str(db) if db else None)).expanduser()
+    state.bank = configured("bank", bank)
+    threads = configured("threads")
+    if state.sources["threads"].source.startswith("config"):
+        # The embedder reads MEM_THREADS when llama.cpp loads (memcli/models/embedder.py).
+        os.environ["MEM_THREADS"] = str(threads)
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,10 +7,9 @@ other. Only typer and the standard library at import time: the CLI imports this 
 
 from __future__ import annotations
 
-import os
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -24,9 +23,31 @@ class State:
 
     db: Path
     bank: str = "default"
+    # memcli.config.Settings, read once per process; and every value resolved through
+    # configured(), with its source, for --trace.
+    settings: Any = None
+    sources: dict[str, Any]
+
+    def __init__(self) -> None:
+        self.sources = {}
 
 
 state = State()
+
+
+def configured(name: str, flag: Any = None) -> Any:
+    """The value of setting `name`: flag > MEM_<NAME> > config file > default (memcli/config.py).
+    Remembered with its source for --trace; a bad value is a one-line error exit."""
+    from memcli.config import ConfigError, Settings
+
+    try:
+        if state.settings is None:
+            state.settings = Settings()
+        setting = state.settings.resolve(name, flag)
+    except ConfigError as exc:
+        fail(str(exc))
+    state.sources[name] = setting
+    return setting.value
 
 
 def info(message: str) -> None:
@@ -72,11 +93,12 @@ def open_store(create: bool, readonly: bool = False) -> Store:
 
 
 def load_embedder_or_fail(name: str | None = None) -> Embedder:
-    """The embedder named (or $MEM_EMBEDDER, or the default), or a one-line error exit."""
+    """The embedder named (or the `embedder` setting: $MEM_EMBEDDER, the config file; else
+    the default), or a one-line error exit."""
     from memcli.models import ModelError
     from memcli.models.embedder import load_embedder
 
     try:
-        return load_embedder(name or os.environ.get("MEM_EMBEDDER") or None)
+        return load_embedder(name or configured("embedder"))
     except ModelError as exc:
         fail(str(exc))

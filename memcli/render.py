@@ -175,5 +175,27 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
     return "\n".join(lines)
 
 
+RETAIN_SUMMARY_KEYS = (
+    "items",
+    "facts",
+    "duplicates",
+    "invalid",
+    "documents_replaced",
+    "entities",
+    "links",
+    "batches",
+    "seconds",
+    "interrupted",
+)
+
+
+def retain_json_obj(summary: Any) -> dict[str, Any]:
+    """What `mem retain --json` prints and the MCP `retain` tool returns."""
+    return {
+        "stored": summary.stored,
+        "summary": {k: getattr(summary, k) for k in RETAIN_SUMMARY_KEYS},
+    }
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)

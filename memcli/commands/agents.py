@@ -1,0 +1,30 @@
+"""Commands for agents: `mem mcp` (a Model Context Protocol server on stdin/stdout)."""
+
+from __future__ import annotations
+
+import typer
+
+from memcli.cliutil import state
+
+
+def mcp() -> None:
+    """Serve mem to an AI agent over the Model Context Protocol (stdio).
+
+    Tools: retain, recall (and list, forget). The store and the models load once per server.
+    Add it to an MCP client's config as the command `mem` with the argument `mcp`.
+
+    Example:  mem --db ~/notes/mem.db mcp
+    """
+    from memcli import mcp_server
+    from memcli.cliutil import configured
+
+    mcp_server.serve(
+        state.db,
+        state.bank,
+        embedder_name=configured("embedder"),
+        reranker_path=configured("reranker"),
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp)

@@ -1,0 +1,231 @@
+"""mem's settings: a TOML file, MEM_* environment variables and flags, in that rising order.
+
+Every setting has one name used everywhere: the key in the file, MEM_<KEY> in the
+environment, and (where a command has it) the --flag. A value's source is kept with it, so
+`--trace` can say where each one came from (flag > env > config > default).
+
+The file lives in the platformdirs user config dir (~/.config/mem/config.toml), or at
+$MEM_CONFIG. It is flat: `key = value` lines, written back whole by `mem config set`.
+Standard library only (tomllib reads; the writer is below): the CLI loads this at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+APP_NAME = "mem"
+ENV_CONFIG = "MEM_CONFIG"
+
+
+class ConfigError(ValueError):
+    """A bad config file or value (one-line message)."""
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def check(raw: str) -> str:
+        value = str(raw).strip()
+        if value not in allowed:
+            raise ConfigError(f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    return check
+
+
+def _positive_int(raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ConfigError(f"{raw!r} is not a positive whole number")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"{raw!r} is not a positive whole number") from None
+    if value <= 0:
+        raise ConfigError(f"{raw!r} is not a positive whole number")
+    return value
+
+
+def _text(raw: Any) -> str:
+    value = str(raw).strip()
+    if not value:
+        raise ConfigError("the value is empty")
+    return value
+
+
+def _path(raw: Any) -> str:
+    return str(Path(_text(raw)).expanduser())
+
+
+def _model(raw: Any) -> str:
+    """A model file path (~ expanded) or a model name the loader knows."""
+    value = _text(raw)
+    return str(Path(value).expanduser()) if value.startswith("~") else value
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+
+    @property
+    def env(self) -> str:
+        return f"MEM_{self.name.upper()}"
+
+
+def _default_db() -> str:
+    from memcli.paths import data_dir
+
+    return str(data_dir() / "mem.db")
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key("db", _path, _default_db, "database file (default: the user data dir's mem.db)"),
+        Key("bank", _text, "default", "memory bank inside the file"),
+        Key("budget", _choice("low", "mid", "high"), "mid", "recall candidates per arm"),
+        Key("max_tokens", _positive_int, 4096, "recall's token budget"),
+        Key("format", _choice("text", "json", "md"), "text", "recall's output format"),
+        Key("embedder", _model, None, "embedding model GGUF (default: the bundled MiniLM)"),
+        Key("reranker", _path, None, "cross-encoder GGUF (RANK pooling); default none"),
+        Key("threads", _positive_int, 1, "llama.cpp threads"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A resolved value and where it came from: 'flag', 'env MEM_X', 'config PATH', 'default'."""
+
+    value: Any
+    source: str
+
+
+def config_path() -> Path:
+    """$MEM_CONFIG, else <user config dir>/config.toml."""
+    override = os.environ.get(ENV_CONFIG)
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / "config.toml"
+
+
+def load_file(path: Path | None = None) -> dict[str, Any]:
+    """The config file's values, checked (missing file: none). Unknown keys are errors, so a
+    typo is not silently ignored."""
+    import tomllib
+
+    path = path or config_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+    out: dict[str, Any] = {}
+    for name, value in data.items():
+        key = KEYS.get(name)
+        if key is None:
+            raise ConfigError(f"config {path}: unknown key {name!r} (keys: {', '.join(KEYS)})")
+        try:
+            out[name] = key.parse(value)
+        except ConfigError as exc:
+            raise ConfigError(f"config {path}: {name}: {exc}") from None
+    return out
+
+
+def parse_value(name: str, raw: Any) -> Any:
+    key = KEYS.get(name)
+    if key is None:
+        raise ConfigError(f"unknown key {name!r} (keys: {', '.join(KEYS)})")
+    try:
+        return key.parse(raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+class Settings:
+    """Resolves keys against one reading of the file and the environment."""
+
+    def __init__(self, path: Path | None = None, env: dict[str, str] | None = None) -> None:
+        self.path = path or config_path()
+        self.env = dict(os.environ if env is None else env)
+        self.file = load_file(self.path)
+
+    def resolve(self, name: str, flag: Any = None) -> Setting:
+        key = KEYS[name]
+        if flag is not None:
+            return Setting(flag, "flag")
+        raw = self.env.get(key.env)
+        if raw is not None and raw != "":
+            try:
+                return Setting(key.parse(raw), f"env {key.env}")
+            except ConfigError as exc:
+                raise ConfigError(f"${key.env}: {exc}") from None
+        if name in self.file:
+            return Setting(self.file[name], f"config {self.path}")
+        default = key.default() if callable(key.default) else key.default
+        return Setting(default, "default")
+
+    def all(self) -> dict[str, Setting]:
+        return {name: self.resolve(name) for name in KEYS}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    # JSON string escapes are valid TOML basic-string escapes (\", \\, \n, \uXXXX ...).
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def write_file(values: dict[str, Any], path: Path | None = None) -> Path:
+    """Write the flat table atomically (a crash leaves the old file or the new one)."""
+    path = path or config_path()
+    lines = ["# mem settings: `mem config show` lists every key and its source."]
+    lines += [f"{name} = {_toml_value(values[name])}" for name in KEYS if name in values]
+    text = "\n".join(lines) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write config {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def set_value(name: str, raw: Any, path: Path | None = None) -> Any:
+    """Check and store one key; returns the stored value."""
+    path = path or config_path()
+    value = parse_value(name, raw)
+    values = load_file(path)
+    values[name] = value
+    write_file(values, path)
+    return value
+
+
+def unset_value(name: str, path: Path | None = None) -> bool:
+    """Remove a key from the file; False when it was not there."""
+    if name not in KEYS:
+        raise ConfigError(f"unknown key {name!r} (keys: {', '.join(KEYS)})")
+    path = path or config_path()
+    values = load_file(path)
+    if name not in values:
+        return False
+    del values[name]
+    write_file(values, path)
+    return True

@@ -1,0 +1,261 @@
+"""`mem mcp`: mem's memory as a Model Context Protocol server over stdio.
+
+Built on the official `mcp` SDK (2.x, whose FastMCP is now `MCPServer`): each tool is a typed
+Python function, so the SDK derives its JSON schema and validates arguments before our code
+runs; a bad argument or a failed call comes back as a tool error and the server keeps serving.
+
+One server process keeps one store connection and loads the embedder (and the reranker, when
+one is configured) once, on first use: an agent's tenth recall costs what the CLI's warm path
+costs, not a model load. Tools answer with the same JSON as the CLI (`mem recall --format
+json`, `mem retain --json`), built by the same functions in memcli/render.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from memcli import __version__
+
+INSTRUCTIONS = (
+    "mem is a long-term memory. Call `recall` with a question before answering anything that "
+    "may depend on what the user said earlier; call `retain` to remember something worth "
+    "keeping (a decision, a preference, a plan, with `at` when it was said). Each memory has "
+    "`mentioned_at` (when it was said) and `occurred_start`/`occurred_end` (the time it talks "
+    "about): a plan said in February about November is not something that already happened."
+)
+
+
+class MemoryService:
+    """The store and models behind the tools, opened once and shared by every call.
+
+    Calls are serialised with a lock: one SQLite connection and one llama.cpp context must
+    not be used by two calls at once (the SDK may run sync tools in worker threads).
+    """
+
+    def __init__(
+        self,
+        db: Path,
+        bank: str,
+        embedder_name: str | None = None,
+        reranker_path: str | None = None,
+    ) -> None:
+        self.db = db
+        self.bank = bank
+        self.embedder_name = embedder_name
+        self.reranker_path = reranker_path
+        self._lock = threading.Lock()
+        self._store: Any = None
+        self._embedder: Any = None
+        self._reranker: Any = None
+        self._reranker_loaded = False
+
+    # -- what the tools share -------------------------------------------------------------
+
+    def store(self) -> Any:
+        if self._store is None:
+            from memcli.store import Store
+
+            self._store = Store(self.db, create=True)
+        return self._store
+
+    def embedder(self) -> Any:
+        if self._embedder is None:
+            from memcli.models.embedder import load_embedder
+
+            self._embedder = load_embedder(self.embedder_name)
+        return self._embedder
+
+    def reranker(self) -> Any:
+        if not self._reranker_loaded:
+            if self.reranker_path:
+                from memcli.models.reranker import load_reranker
+
+                self._reranker = load_reranker(self.reranker_path)
+            self._reranker_loaded = True
+        return self._reranker
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # -- the tools' work ------------------------------------------------------------------
+
+    def retain(
+        self,
+        text: str,
+        at: str | None = None,
+        context: str | None = None,
+        tags: list[str] | None = None,
+        fact_type: str | None = None,
+        document_id: str | None = None,
+        bank: str | None = None,
+    ) -> dict[str, Any]:
+        from memcli.ingest import items_from_text
+        from memcli.render import retain_json_obj
+        from memcli.retain import Retainer
+        from memcli.timeparse import parse_when
+
+        when = parse_when(at) if at else None
+        item = items_from_text(
+            text,
+            None,
+            {
+                "timestamp": when,
+                "context": context,
+                "tags": list(tags or []),
+                "fact_type": fact_type,
+                "document_id": document_id,
+            },
+        )
+        with self._lock:
+            retainer = Retainer(self.store(), bank or self.bank, self.embedder(), keep_stored=True)
+            summary = retainer.retain([item])
+        return retain_json_obj(summary)
+
+    def recall(
+        self,
+        query: str,
+        budget: str = "mid",
+        max_tokens: int = 4096,
+        limit: int | None = None,
+        tags: list[str] | None = None,
+        tags_match: str = "any",
+        now: str | None = None,
+        as_of: str | None = None,
+        bank: str | None = None,
+    ) -> dict[str, Any]:
+        from memcli.recall import RecallOptions
+        from memcli.recall import recall as run_recall
+        from memcli.render import to_json_obj
+        from memcli.timeparse import parse_when
+
+        options = RecallOptions(
+            budget=budget,
+            max_tokens=max_tokens,
+            limit=limit,
+            tags=tags or None,
+            tags_match=tags_match,
+            now=parse_when(now) if now else None,
+            as_of=parse_when(as_of) if as_of else None,
+        )
+        with self._lock:
+            result = run_recall(
+                self.store(),
+                bank or self.bank,
+                query,
+                options,
+                embedder=self.embedder,
+                reranker=self.reranker(),
+            )
+        return to_json_obj(result)
+
+
+Budget = Literal["low", "mid", "high"]
+TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
+FactType = Literal["world", "experience", "observation"]
+
+
+def build_server(service: MemoryService) -> Any:
+    """The MCP server with mem's tools bound to one service (store + models)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    # INFO logs every call on stderr; an agent's host shows stderr to its user.
+    server = MCPServer("mem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def run(fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Our one-line errors (bad date, unknown bank, locked store...) as tool errors."""
+        from memcli.cliutil import describe_unexpected
+        from memcli.ingest import InputError
+        from memcli.models import ModelError
+        from memcli.recall import RecallError
+        from memcli.retain import RetainError
+        from memcli.store import StoreError
+
+        try:
+            return fn(*args, **kwargs)
+        except (InputError, RecallError, RetainError, StoreError, ModelError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - a tool error, never a dead server
+            raise ToolError(describe_unexpected(exc)) from None
+
+    @server.tool(
+        name="retain",
+        description="Remember a piece of text (a note, a decision, a dialog turn). It is split "
+        "into facts with their entities and dates, linked and embedded. Returns what was stored "
+        "(the same JSON as `mem retain --json`).",
+    )
+    def retain(
+        text: Annotated[str, Field(description="What to remember.", min_length=1)],
+        at: Annotated[
+            str | None,
+            Field(description="When it was said: ISO date/time or e.g. 'yesterday 5pm'."),
+        ] = None,
+        context: Annotated[
+            str | None, Field(description="Who said it or where it comes from.")
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="Tags to file it under.")] = None,
+        type: Annotated[FactType | None, Field(description="Fact type (default: guessed).")] = None,
+        document_id: Annotated[
+            str | None,
+            Field(description="Document id: retaining the same id again replaces it."),
+        ] = None,
+        bank: Annotated[
+            str | None, Field(description="Memory bank (default: the server's).")
+        ] = None,
+    ) -> dict[str, Any]:
+        return run(service.retain, text, at, context, tags, type, document_id, bank)
+
+    @server.tool(
+        name="recall",
+        description="Recall the memories that best answer a query, best first, sized to a "
+        "token budget (the same JSON as `mem recall --format json`). Each result has "
+        "mentioned_at (when it was said) and occurred_start/occurred_end (when what it talks "
+        "about happens).",
+    )
+    def recall(
+        query: Annotated[str, Field(description="A question or keywords.", min_length=1)],
+        budget: Annotated[
+            Budget, Field(description="Candidates per arm: low 100, mid 300, high 1000.")
+        ] = "mid",
+        max_tokens: Annotated[
+            int, Field(description="Token budget of the memories returned.", gt=0)
+        ] = 4096,
+        limit: Annotated[int | None, Field(description="At most this many memories.", gt=0)] = None,
+        tags: Annotated[list[str] | None, Field(description="Only memories with these tags.")] = (
+            None
+        ),
+        tags_match: Annotated[TagsMatch, Field(description="How tags filter.")] = "any",
+        now: Annotated[
+            str | None,
+            Field(description="Reference time for recency and relative dates in the query."),
+        ] = None,
+        as_of: Annotated[
+            str | None,
+            Field(description="Answer as the memory stood at this time (ISO date)."),
+        ] = None,
+        bank: Annotated[
+            str | None, Field(description="Memory bank (default: the server's).")
+        ] = None,
+    ) -> dict[str, Any]:
+        return run(
+            service.recall, query, budget, max_tokens, limit, tags, tags_match, now, as_of, bank
+        )
+
+    return server
+
+
+def serve(
+    db: Path, bank: str, embedder_name: str | None = None, reranker_path: str | None = None
+) -> None:
+    """Serve MCP on stdin/stdout until the client closes the pipe."""
+    service = MemoryService(db, bank, embedder_name, reranker_path)
+    try:
+        build_server(service).run("stdio")
+    finally:
+        service.close()

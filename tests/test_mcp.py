@@ -1,0 +1,139 @@
+"""`mem mcp` driven by the real MCP client SDK, the server a subprocess as an agent's host
+launches it: tools listed with schemas, retain, recall (the same JSON as the CLI), and bad
+calls answered as errors while the server keeps serving."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from typer.testing import CliRunner
+
+from memcli.cli import app
+
+
+def server_params(db: Path, *extra: str) -> StdioServerParameters:
+    script = Path(sys.executable).with_name("mem")
+    command, prefix = (str(script), []) if script.exists() else (sys.executable, ["-m", "memcli"])
+    # The server inherits only a minimal environment from the SDK; pass what the models need.
+    env = {k: v for k, v in os.environ.items() if k.startswith(("MEM_", "HOME", "XDG_"))}
+    return StdioServerParameters(
+        command=command, args=[*prefix, "--db", str(db), *extra, "mcp"], env=env
+    )
+
+
+def run(coro_fn, *args: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro_fn(*args), timeout=240))
+
+
+def text_of(result: Any) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def test_tools_retain_and_recall_match_the_cli(db_path):
+    async def session() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with Client(server_params(db_path)) as client:
+            out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
+            out["retain"] = await client.call_tool(
+                "retain",
+                {
+                    "text": "Decided to book the Lisbon trip for May 9-16.",
+                    "at": "2026-03-21",
+                    "context": "Maya",
+                    "tags": ["travel"],
+                },
+            )
+            out["retain2"] = await client.call_tool(
+                "retain", {"text": "The boiler was serviced on Tuesday.", "at": "2026-04-02"}
+            )
+            out["recall"] = await client.call_tool(
+                "recall", {"query": "Lisbon trip", "now": "2026-11-20", "max_tokens": 200}
+            )
+            out["tagged"] = await client.call_tool(
+                "recall",
+                {
+                    "query": "boiler",
+                    "now": "2026-11-20",
+                    "tags": ["travel"],
+                    "tags_match": "all_strict",
+                },
+            )
+        return out
+
+    out = run(session)
+    tools = out["tools"]
+    assert {"retain", "recall"} <= set(tools)
+    recall_schema = tools["recall"].input_schema
+    assert recall_schema["required"] == ["query"]
+    for name in ("query", "budget", "max_tokens", "tags", "as_of"):
+        assert name in recall_schema["properties"], name
+    assert recall_schema["properties"]["budget"]["enum"] == ["low", "mid", "high"]
+    assert tools["retain"].input_schema["required"] == ["text"]
+
+    assert not out["retain"].is_error, text_of(out["retain"])
+    stored = out["retain"].structured_content
+    assert stored["summary"]["facts"] == 1
+    assert stored["stored"][0]["text"].startswith("Decided to book the Lisbon trip")
+
+    assert not out["recall"].is_error, text_of(out["recall"])
+    via_mcp = out["recall"].structured_content
+    assert via_mcp["results"][0]["context"] == "Maya"
+    assert via_mcp["max_tokens"] == 200
+    # The same JSON as the CLI gives for the same question.
+    r = CliRunner().invoke(
+        app,
+        [
+            "--db",
+            str(db_path),
+            "recall",
+            "Lisbon trip",
+            "--now",
+            "2026-11-20",
+            "--max-tokens",
+            "200",
+            "--format",
+            "json",
+        ],
+    )
+    assert r.exit_code == 0, r.stderr
+    assert via_mcp == json.loads(r.stdout)
+    # Tags filter: only the tagged Lisbon memory may come back, never the boiler.
+    tagged = out["tagged"].structured_content
+    assert all("travel" in x["tags"] for x in tagged["results"])
+
+
+def test_bad_calls_are_errors_and_the_server_keeps_serving(db_path):
+    async def session() -> list[Any]:
+        async with Client(server_params(db_path)) as client:
+            results = [
+                await client.call_tool("recall", {"query": "x", "budget": "huge"}),
+                await client.call_tool("recall", {"query": "x", "max_tokens": "lots"}),
+                await client.call_tool("recall", {"budget": "low"}),
+                await client.call_tool("retain", {"text": "x", "at": "not a date at all"}),
+                await client.call_tool("recall", {"query": "x", "bank": "nope"}),
+                await client.call_tool("no_such_tool", {}),
+            ]
+            results.append(
+                await client.call_tool("retain", {"text": "Still here after the errors."})
+            )
+            results.append(await client.call_tool("recall", {"query": "still here"}))
+        return results
+
+    *bad, retained, recalled = run(session)
+    for result in bad:
+        assert result.is_error
+        assert text_of(result)  # says what was wrong
+    assert "budget" in text_of(bad[0])
+    assert "max_tokens" in text_of(bad[1])
+    assert "query" in text_of(bad[2])
+    assert "nope" in text_of(bad[4])
+    assert not retained.is_error, text_of(retained)
+    assert not recalled.is_error, text_of(recalled)
+    assert recalled.structured_content["results"][0]["text"] == "Still here after the errors."
