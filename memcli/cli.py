@@ -158,6 +158,10 @@ def retain(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print what was stored as JSON.")] = False,
+    supersedes: Annotated[
+        int | None,
+        typer.Option("--supersedes", help="This corrects fact ID: close its validity."),
+    ] = None,
 ) -> None:
     """Remember text: split it into facts, find entities and dates, link and embed them."""
     from memcli.ingest import InputError, items_from_jsonl, items_from_text
@@ -197,6 +201,7 @@ def retain(
     if not items:
         fail("nothing to retain: give text, '-' for stdin, --file or --jsonl")
 
+    from memcli import lifecycle
     from memcli import progress as progress_mod
     from memcli.store import StoreError
 
@@ -205,8 +210,14 @@ def retain(
         retainer = Retainer(store, state.bank, load_embedder_or_fail(), keep_stored=as_json, append=append)
         retainer.summary.invalid = invalid
         with progress_mod.bar(len(items), "retaining") as advance:
-            summary = retainer.retain(items, advance)
-    except (RetainError, StoreError) as exc:
+            if supersedes is None:
+                summary = retainer.retain(items, advance)
+            else:
+                old = lifecycle.current_fact(store, state.bank, supersedes)
+                summary, _ = lifecycle.retain_superseding(store, old, retainer, items, advance)
+        if as_json:
+            lifecycle.note_possible_supersessions(store, state.bank, summary.stored)
+    except (RetainError, StoreError, lifecycle.LifecycleError) as exc:
         fail(str(exc))
     finally:
         store.close()
@@ -299,6 +310,10 @@ def recall(
         str | None,
         typer.Option(help='JSONL of {"id","query","now"?,...options} (path or -); JSONL out.'),
     ] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option("--as-of", help="Answer as the store stood at WHEN (before corrections)."),
+    ] = None,
 ) -> None:
     """Recall the memories that best answer QUERY, sized to a token budget."""
     from memcli import render
@@ -327,6 +342,10 @@ def recall(
         )
     except ValueError as exc:
         fail(f"--now: {exc}")
+    try:
+        base.as_of = parse_when(as_of) if as_of else None
+    except ValueError as exc:
+        fail(f"--as-of: {exc}")
     store = open_store(create=False)
     model_cache: dict[str, Any] = {}
 

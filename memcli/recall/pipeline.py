@@ -71,6 +71,12 @@ def recall(
     started = time.perf_counter()
     now = options.now or utcnow()
     bank_id = store.require_bank(bank)
+    created = store.bank_created_at(bank_id)
+    if options.as_of is not None and created is not None and options.as_of < created:
+        raise RecallError(
+            f"--as-of {options.as_of.isoformat()} is before bank {bank!r} existed "
+            f"(created {created.isoformat()})"
+        )
     window = parse_query_window(query, now)
     limit = BUDGETS[options.budget]
     filters = FactFilter(
@@ -99,6 +105,10 @@ def recall(
             model = (
                 embedder() if callable(embedder) and not hasattr(embedder, "embed") else embedder
             )
+            # Vectors of another model than the query's would rank by noise (one-line error).
+            from memcli.lifecycle import check_query_embedder
+
+            check_query_embedder(store, bank_id, model)
             ctx.query_vec = model.embed([query])[0]
             timings["embed"] = time.perf_counter() - t0
         # The graph arm expands the semantic hits, so semantic runs whenever either is wanted.
