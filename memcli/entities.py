@@ -93,63 +93,64 @@ _SEASONS = {"spring", "summer", "autumn", "fall", "winter"}
 _SEASON_CONTEXT = {"last", "this", "next", "in", "during", "the", "of", "early", "late", "mid"}
 _ARTICLES = {"the", "a", "an"}
 
-# Capitalised sentence starters that are ordinary words. Only consulted for the first word of
-# a sentence (mid-sentence capitals are names: "I met Will"), so a name that is also a common
-# word ("Will", "Hope") is lost only at the start of a sentence. Names that are common words
-# ("Mark", "Grace", "Rose", "Max", "Bill") are deliberately left out.
+# Capitalised sentence starters that are ordinary words: English function words (pronouns,
+# determiners, prepositions, conjunctions, auxiliaries and modals, with their contractions),
+# interjections and chat fillers, discourse adverbs, number words, and the common verbs and
+# adjectives a sentence or an imperative opens with. General English, not taken from any
+# dataset: topic nouns ("Pottery", "Yoga") are not here, so they can become entities at the
+# start of a sentence, which costs a little precision and no recall. Only consulted for the
+# first word of a sentence (mid-sentence capitals are names: "I met Will"), so a name that is
+# also a common word ("Will", "Hope") is lost only at the start of a sentence. Names that are
+# common words ("Mark", "Grace", "Rose", "Max", "Bill") are deliberately left out.
 _STARTERS = frozenset(
     """
     a about above absolutely according across actually add added additionally after afterwards
     again against agree agreed ah aha ahh all almost alone along already also alternatively
     although always amazing an and another answer any anybody anyone anything anyway anyways
-    apart apparently appreciate are aren't around art as ask asked at attend aw aww awesome
+    apart apparently appreciate are aren't around as ask asked at attend aw awesome aww awww
     back bad based basically be beautiful became because become been before began behind being
-    believe below beneath besides best bet better between beyond big books both brainstorm
-    brilliant bring busy but buy by bye call called came can can't cancel catch certainly
-    challenges change check cheers cherish children choose clearly come compare complete
-    completed congrats congratulations consider continue cook cool could couldn't crazy create
-    created currently cute date day days dear decide decided definitely describe description
-    despite details did didn't different difficult do does doesn't doing don't done dunno each
-    early easy eat eight either else email end enjoy enjoyed ensure enter especially even
-    eventually ever every everybody everyone everything exactly example except excellent
-    excited exciting explain explore family fantastic feel feeling feels felt few finally find
-    fine finish finished first firstly five fix follow food for forget fortunately found four
-    frankly free friends from fun funny further furthermore game games gave generally get gets
-    getting give glad go goal goals goes going gone gonna good gorgeous got gotta grab great
-    guess guys ha had hadn't haha hahaha happy hard has hasn't have haven't having he he'd
-    he'll he's hello help hence her here here's hers herself hey hi him himself his hmm hmmm
-    hobbies home honestly hope hoped hopefully how how'd how're how's how've however huge
-    i i'd i'll i'm i've idea ideally ideas if imagine important importantly in include
-    including incredible indeed initially insert inside instead interesting interestingly into
-    is isn't it it'd it'll it's its itself join just keep kids kind knew know last lastly
-    later lately learn learned least leave left less let let's lets life like likewise list
-    listen little live lol long look looking looks lots love loved lovely loving luckily lucky
-    made make makes making many maybe me meanwhile meet met might mine miss moments more
-    moreover most mostly much music must my myself nah naturally nature near nearly neat need
+    believe below beneath besides best bet better between beyond big both brainstorm brilliant
+    bring busy but buy by bye call called came can can't cancel catch certainly challenges
+    change check cheers cherish choose clearly come compare complete completed congrats
+    congratulations consider continue cook cool could couldn't crazy create created currently
+    cute date day days dear decide decided definitely describe description despite details did
+    didn't different difficult do does doesn't doing don't done dunno each early easy eat eight
+    either else email end enjoy enjoyed ensure enter especially even eventually ever every
+    everybody everyone everything exactly example excellent except excited exciting explain
+    explore fantastic feel feeling feels felt few finally find fine finish finished first
+    firstly five fix follow for forget fortunately found four frankly free from fun funny
+    further furthermore gave generally get gets getting give glad go goal goals goes going gone
+    gonna good gorgeous got gotta grab great guess guys ha had hadn't haha hahaha happy hard
+    has hasn't have haven't having he he'd he'll he's hello help hence her here here's hers
+    herself hey hi him himself his hmm hmmm home honestly hope hoped hopefully how how'd how're
+    how's how've however huge i i'd i'll i'm i've idea ideally ideas if imagine important
+    importantly in include including incredible indeed initially insert inside instead
+    interesting interestingly into is isn't it it'd it'll it's its itself join just keep kind
+    knew know last lastly lately later learn learned least leave left less let let's lets like
+    likewise list listen little live lol long look looking looks lots love loved lovely loving
+    luckily lucky made make makes making many maybe me meanwhile meet met might mine miss mm
+    mmm more moreover most mostly much must my myself nah naturally near nearly neat need
     needless neither never nevertheless new news next nice nine no nobody none nonetheless nope
     nor not note nothing notice now obviously of off often oh ok okay old on once one online
-    only ooh oof oops open or other others otherwise ouch our ours ourselves out outside over
-    overall part people per perfect perhaps personally pets phew photo photos pick picture
-    plan play played please plus point possibly pretty previously probably proud put question
-    questions quite rather read reading ready really recently recommend regarding regardless
-    remember remind reminds right sad sadly safe said same save saw say says second secondly
-    see seeing seems seriously seven several shall share she she'd she'll she's should
-    shouldn't show similarly simply since six skip so some somebody someone something
-    sometimes soon sorry sounds special specifically speaking start started stay still stop
-    sometimes such suddenly super sure surely sweet take taking talk talking tell ten terrible
-    thank thankfully thanks that that's the their theirs them themselves then there there's
-    therefore these they they'd they'll they're they've thing things think thinking third this
-    those though three through thus time tip tips to today together too totally tough toward
-    towards tried true truly try trying twenty two typically ugh uh ultimately um under
-    unfortunately unique unless until up upon us use used usually very via visit wait wake
-    walk wanna want wanted was wasn't watch watching way we we'd we'll we're we've weird
-    well went were weren't what what's whatever when whenever where wherever whether which
-    while who who's whoa whoever whole whose why will wish with within without woah won't
-    wonderful woo woohoo work working would wouldn't wow write yay yeah yep yes yesterday yet
-    yikes yo you you'd you'll you're you've your yours yourself yum yup
-    animals anytime awww basketball bummer care chat conversations count creativity dance
-    events flowers hang highly identity impressive mental mm mmm pottery setbacks small strong
-    thoughts took unconditional weddings y'all yea yoga young
+    only oof ooh oops open or other others otherwise ouch our ours ourselves out outside over
+    overall part per perfect perhaps personally phew pick plan play played please plus point
+    possibly pretty previously probably proud put question questions quite rather read reading
+    ready really recently recommend regarding regardless remember remind reminds right sad
+    sadly safe said same save saw say says second secondly see seeing seems seriously seven
+    several shall share she she'd she'll she's should shouldn't show similarly simply since six
+    skip so some somebody someone something sometimes soon sorry sounds speaking special
+    specifically start started stay still stop such suddenly super sure surely sweet take
+    taking talk talking tell ten terrible thank thankfully thanks that that's the their theirs
+    them themselves then there there's therefore these they they'd they'll they're they've
+    thing things think thinking third this those though three through thus time tip tips to
+    today together too took totally tough toward towards tried true truly try trying twenty two
+    typically ugh uh ultimately um under unfortunately unique unless until up upon us use used
+    usually very via visit wait wake walk wanna want wanted was wasn't watch watching way we
+    we'd we'll we're we've weird well went were weren't what what's whatever when whenever
+    where wherever whether which while who who's whoa whoever whole whose why will wish with
+    within without woah won't wonderful woo woohoo work working would wouldn't wow write y'all
+    yay yea yeah yep yes yesterday yet yikes yo you you'd you'll you're you've your yours
+    yourself yum yup
     """.split()
 )
 # Sentence-initial single words with these endings are ordinary words ("Running", "Excited",
