@@ -49,7 +49,7 @@ class MemoryService:
         self.reranker_path = reranker_path
         self._lock = threading.Lock()
         self._store: Any = None
-        self._embedder: Any = None
+        self._embedders: dict[str, Any] = {}
         self._reranker: Any = None
         self._reranker_loaded = False
 
@@ -62,12 +62,19 @@ class MemoryService:
             self._store = Store(self.db, create=True)
         return self._store
 
-    def embedder(self) -> Any:
-        if self._embedder is None:
-            from memcli.models.embedder import load_embedder
+    def embedder(self, bank: str, texts: list[str] | None = None) -> Any:
+        """The bank's embedder (the configured one, else the bank's own model, else the one
+        its first texts suit: memcli/models/choice.py), loaded once per model."""
+        from memcli.models import choice
+        from memcli.models.embedder import load_embedder
 
-            self._embedder = load_embedder(self.embedder_name)
-        return self._embedder
+        store = self.store()
+        bank_id = store.bank_id(bank)
+        recorded = store.bank_embedder(bank_id)[0] if bank_id is not None else None
+        spec = choice.for_bank(recorded, self.embedder_name, texts, bank=bank).spec
+        if spec not in self._embedders:
+            self._embedders[spec] = load_embedder(spec)
+        return self._embedders[spec]
 
     def reranker(self) -> Any:
         if not self._reranker_loaded:
@@ -113,7 +120,9 @@ class MemoryService:
             },
         )
         with self._lock:
-            retainer = Retainer(self.store(), bank or self.bank, self.embedder(), keep_stored=True)
+            bank = bank or self.bank
+            model = self.embedder(bank, [item.text])
+            retainer = Retainer(self.store(), bank, model, keep_stored=True)
             summary = retainer.retain([item])
         return retain_json_obj(summary)
 
@@ -143,16 +152,69 @@ class MemoryService:
             now=parse_when(now) if now else None,
             as_of=parse_when(as_of) if as_of else None,
         )
+        bank = bank or self.bank
         with self._lock:
             result = run_recall(
                 self.store(),
-                bank or self.bank,
+                bank,
                 query,
                 options,
-                embedder=self.embedder,
+                embedder=lambda: self.embedder(bank),
                 reranker=self.reranker(),
             )
         return to_json_obj(result)
+
+    def list_facts(
+        self, selection: dict[str, Any], limit: int, offset: int, bank: str | None = None
+    ) -> list[dict[str, Any]]:
+        from memcli import lifecycle
+
+        with self._lock:
+            store = self.store()
+            with store.snapshot():
+                facts = lifecycle.iter_facts(
+                    store, bank or self.bank, _selection(selection), limit=limit, offset=offset
+                )
+                return [lifecycle.fact_json(f) for f in facts]
+
+    def forget(
+        self, selection: dict[str, Any], dry_run: bool, bank: str | None = None
+    ) -> dict[str, Any]:
+        """The same JSON as `mem forget --format json` (with --dry-run: the plan)."""
+        from memcli import lifecycle
+
+        bank = bank or self.bank
+        with self._lock:
+            store = self.store()
+            plan = lifecycle.plan_forget(
+                store, bank, _selection(selection), embedder=lambda: self.embedder(bank)
+            )
+            if dry_run or not plan.fact_ids:
+                return {
+                    "dry_run": dry_run,
+                    "would_forget": plan.fact_ids,
+                    "would_reopen": plan.reopens,
+                    "facts": [lifecycle.fact_json(f) for f in plan.preview],
+                }
+            counts = lifecycle.forget(store, plan)
+        return {"forgotten": plan.fact_ids, "counts": counts}
+
+
+def _selection(fields: dict[str, Any]) -> Any:
+    """A lifecycle Selection from tool arguments (times parsed, empty lists as none)."""
+    from memcli.lifecycle import Selection
+    from memcli.timeparse import parse_when
+
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if value is None or value == []:
+            continue
+        if key in ("since", "until", "as_of"):
+            value = parse_when(value)
+        elif key in ("tags", "types"):
+            value = tuple(value)
+        out[key] = value
+    return Selection(**out)
 
 
 Budget = Literal["low", "mid", "high"]
@@ -172,6 +234,7 @@ def build_server(service: MemoryService) -> Any:
         """Our one-line errors (bad date, unknown bank, locked store...) as tool errors."""
         from memcli.cliutil import describe_unexpected
         from memcli.ingest import InputError
+        from memcli.lifecycle import LifecycleError
         from memcli.models import ModelError
         from memcli.recall import RecallError
         from memcli.retain import RetainError
@@ -179,7 +242,15 @@ def build_server(service: MemoryService) -> Any:
 
         try:
             return fn(*args, **kwargs)
-        except (InputError, RecallError, RetainError, StoreError, ModelError, ValueError) as exc:
+        except (
+            InputError,
+            LifecycleError,
+            RecallError,
+            RetainError,
+            StoreError,
+            ModelError,
+            ValueError,
+        ) as exc:
             raise ToolError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - a tool error, never a dead server
             raise ToolError(describe_unexpected(exc)) from None
@@ -246,6 +317,79 @@ def build_server(service: MemoryService) -> Any:
         return run(
             service.recall, query, budget, max_tokens, limit, tags, tags_match, now, as_of, bank
         )
+
+    @server.tool(
+        name="list",
+        description="List stored memories, newest said first, optionally filtered (the same "
+        "JSON as `mem list --format json`). Use it to find fact ids for `forget`.",
+    )
+    def list_memories(
+        tags: Annotated[list[str] | None, Field(description="Only facts with these tags.")] = None,
+        tags_match: Annotated[TagsMatch, Field(description="How tags filter.")] = "any_strict",
+        types: Annotated[list[FactType] | None, Field(description="Only these types.")] = None,
+        context: Annotated[str | None, Field(description="Only this speaker / source.")] = None,
+        document_id: Annotated[str | None, Field(description="Only this document.")] = None,
+        source_id: Annotated[str | None, Field(description="Only this input id.")] = None,
+        since: Annotated[str | None, Field(description="Said at or after this time.")] = None,
+        until: Annotated[str | None, Field(description="Said before this time.")] = None,
+        include_invalid: Annotated[
+            bool, Field(description="Also facts a correction has closed.")
+        ] = False,
+        as_of: Annotated[str | None, Field(description="As the store stood then.")] = None,
+        limit: Annotated[int, Field(description="At most this many.", gt=0, le=1000)] = 50,
+        offset: Annotated[int, Field(description="Skip this many first.", ge=0)] = 0,
+        bank: Annotated[str | None, Field(description="Memory bank.")] = None,
+    ) -> list[dict[str, Any]]:
+        selection = {
+            "tags": tags,
+            "tags_match": tags_match,
+            "types": types,
+            "context": context,
+            "document": document_id,
+            "source_id": source_id,
+            "since": since,
+            "until": until,
+            "valid_only": not include_invalid,
+            "as_of": as_of,
+        }
+        return run(service.list_facts, selection, limit, offset, bank)
+
+    @server.tool(
+        name="forget",
+        description="Forget memories for good (every table, one transaction). Say what: fact "
+        "ids, a document, a source id, tags, a speaker, a time range or a query. With "
+        "dry_run, only report what would go. The same JSON as `mem forget --format json`.",
+    )
+    def forget(
+        ids: Annotated[list[int] | None, Field(description="Fact ids.")] = None,
+        document_id: Annotated[str | None, Field(description="Every fact of it.")] = None,
+        source_id: Annotated[str | None, Field(description="Facts of this input id.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Facts with these tags.")] = None,
+        context: Annotated[str | None, Field(description="Facts of this speaker.")] = None,
+        since: Annotated[str | None, Field(description="Said at or after this time.")] = None,
+        before: Annotated[str | None, Field(description="Said before this time.")] = None,
+        query: Annotated[
+            str | None, Field(description="The facts recall ranks best for it.")
+        ] = None,
+        limit: Annotated[int, Field(description="With query: at most this many.", gt=0)] = 10,
+        dry_run: Annotated[bool, Field(description="Change nothing; say what would go.")] = False,
+        bank: Annotated[str | None, Field(description="Memory bank.")] = None,
+    ) -> dict[str, Any]:
+        selection = {
+            "ids": ids,
+            "document": document_id,
+            "source_id": source_id,
+            "tags": tags,
+            # Only facts carrying the tags: the non-strict modes also match untagged ones.
+            "tags_match": "any_strict",
+            "context": context,
+            "since": since,
+            "until": before,
+            "query": query,
+            "query_limit": limit,
+            "valid_only": False,
+        }
+        return run(service.forget, selection, dry_run, bank)
 
     return server
 

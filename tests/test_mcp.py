@@ -137,3 +137,38 @@ def test_bad_calls_are_errors_and_the_server_keeps_serving(db_path):
     assert not retained.is_error, text_of(retained)
     assert not recalled.is_error, text_of(recalled)
     assert recalled.structured_content["results"][0]["text"] == "Still here after the errors."
+
+
+def test_list_and_forget_tools(db_path):
+    async def session() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with Client(server_params(db_path)) as client:
+            for text, tags in (
+                ("The spare key is under the blue pot.", ["home"]),
+                ("Maya prefers aisle seats on flights.", ["travel"]),
+            ):
+                r = await client.call_tool("retain", {"text": text, "tags": tags})
+                assert not r.is_error, text_of(r)
+            out["list"] = await client.call_tool("list", {})
+            out["empty_forget"] = await client.call_tool("forget", {})
+            out["dry"] = await client.call_tool("forget", {"tags": ["home"], "dry_run": True})
+            out["forget"] = await client.call_tool("forget", {"tags": ["home"]})
+            out["after"] = await client.call_tool("list", {})
+        return out
+
+    out = run(session)
+    listed = out["list"].structured_content["result"]
+    assert sorted(x["text"] for x in listed) == [
+        "Maya prefers aisle seats on flights.",
+        "The spare key is under the blue pot.",
+    ]
+    # The same JSON as the CLI's list.
+    r = CliRunner().invoke(app, ["--db", str(db_path), "list", "--format", "json"])
+    assert r.exit_code == 0, r.stderr
+    assert [x["text"] for x in json.loads(r.stdout)] == ["Maya prefers aisle seats on flights."]
+    assert out["empty_forget"].is_error  # no selector: refuses to forget everything
+    home_id = next(x["id"] for x in listed if "spare key" in x["text"])
+    assert out["dry"].structured_content["would_forget"] == [home_id]
+    assert out["forget"].structured_content["forgotten"] == [home_id]
+    after = out["after"].structured_content["result"]
+    assert [x["text"] for x in after] == ["Maya prefers aisle seats on flights."]
