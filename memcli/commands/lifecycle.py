@@ -423,6 +423,7 @@ def export(
     name = bank or state.bank
     store = open_store(create=False, readonly=True)
     tmp: Path | None = None
+    lines: Any = None
     try:
         with _errors():
             header, lines = exchange.export_lines(store, name, with_vectors=with_vectors)
@@ -441,6 +442,8 @@ def export(
                 except OSError as exc:
                     fail(f"cannot write {output_file}: {exc.strerror or exc}")
     finally:
+        if lines is not None:
+            lines.close()  # ends the read transaction even when the reader stopped early
         if tmp is not None:
             tmp.unlink(missing_ok=True)
         store.close()

@@ -1,0 +1,128 @@
+"""Lifecycle benchmark: time and peak RSS of export, import, list and reembed on a real store.
+
+    python bench/lifecycle.py --db STORE [--runs 3] [--slow-runs 1] [--work DIR]
+
+STORE is any mem store (e.g. one grown by bench/scale.py --keep DIR, or `mem retain --jsonl`
+of LongMemEval sentences). Each figure is one `mem` process (python -m memcli), its wall time
+and its own peak RSS (os.wait4's ru_maxrss), the median of --runs runs; import without
+vectors and reembed embed every fact again and run --slow-runs times. The round trip is
+checked too: export, import into a fresh file, export again must give the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MEM = [sys.executable, "-m", "memcli"]
+
+
+def run(args: list[str], stdout: Path | None = None) -> tuple[float, float]:
+    """(seconds, peak RSS in MB) of one mem process."""
+    out = open(stdout, "wb") if stdout else subprocess.DEVNULL
+    try:
+        started = time.perf_counter()
+        proc = subprocess.Popen([*MEM, *args], stdout=out, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        if stdout:
+            out.close()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}): {err.strip()}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def measure(label: str, runs: int, make_args, stdout=None) -> None:
+    times, rss = [], []
+    for i in range(runs):
+        args = make_args(i)
+        s, m = run(args, stdout)
+        times.append(s)
+        rss.append(m)
+    print(
+        f"{label:<34} {statistics.median(times):7.2f} s  (runs: "
+        f"{', '.join(f'{t:.2f}' for t in times)})   peak RSS {max(rss):6.0f} MB",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--bank", default="default")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--slow-runs", type=int, default=1)
+    parser.add_argument("--work", type=Path, help="folder for the files (default: a temp dir)")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="mem-lifecycle-"))
+    work.mkdir(parents=True, exist_ok=True)
+    db, bank = str(args.db), args.bank
+    plain, vectors = work / "export.jsonl", work / "export-vectors.jsonl"
+
+    run(["--db", db, "--bank", bank, "banks"])  # warm the OS cache and the model cache
+    print(f"store {db} ({os.path.getsize(db) / 1e6:.0f} MB), bank {bank!r}")
+    measure(
+        "list (all, text) > /dev/null", args.runs, lambda i: ["--db", db, "--bank", bank, "list"]
+    )
+    measure("export", args.runs, lambda i: ["--db", db, "--bank", bank, "export", "-o", str(plain)])
+    measure(
+        "export --with-vectors",
+        args.runs,
+        lambda i: ["--db", db, "--bank", bank, "export", "--with-vectors", "-o", str(vectors)],
+    )
+    print(
+        f"files: {plain.stat().st_size / 1e6:.1f} MB, with vectors "
+        f"{vectors.stat().st_size / 1e6:.1f} MB"
+    )
+
+    def fresh(tag: str, i: int) -> str:
+        path = work / f"{tag}-{i}.db"
+        for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            p.unlink(missing_ok=True)
+        return str(path)
+
+    measure(
+        "import (vectors from the file)",
+        args.runs,
+        lambda i: ["--db", fresh("iv", i), "import", str(vectors)],
+    )
+    again = work / "again.jsonl"
+    run(
+        [
+            "--db",
+            str(work / "iv-0.db"),
+            "--bank",
+            bank,
+            "export",
+            "--with-vectors",
+            "-o",
+            str(again),
+        ]
+    )
+    same = again.read_bytes() == vectors.read_bytes()
+    print(f"round trip (with vectors) byte-identical: {same}")
+    measure(
+        "import (embeds every fact)",
+        args.slow_runs,
+        lambda i: ["--db", fresh("ie", i), "import", str(plain)],
+    )
+    run(["--db", str(work / "ie-0.db"), "--bank", bank, "export", "-o", str(again)])
+    print(f"round trip (re-embedded) byte-identical: {again.read_bytes() == plain.read_bytes()}")
+    measure(
+        "reembed (same model)",
+        args.slow_runs,
+        lambda i: ["--db", str(work / "iv-0.db"), "--bank", bank, "reembed"],
+    )
+
+
+if __name__ == "__main__":
+    main()
