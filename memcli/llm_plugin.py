@@ -1,0 +1,86 @@
+"""mem as an `llm` plugin (registered by this package's `llm` entry point, pyproject.toml).
+
+- Fragment loader `mem:`: `llm -f mem:"Lisbon trip" "What did Maya decide?"` recalls the
+  memories for "Lisbon trip" and puts them, as `mem recall` prints them for a pipe, before the
+  question in the prompt.
+- Tool `mem_recall`: `llm --tool mem_recall "..."` lets the model search the memory itself.
+
+Which store and bank: the same settings as the CLI (MEM_DB, MEM_BANK, the config file; see
+memcli/config.py), and the budget and max_tokens settings size the recall. Errors are one
+line (llm shows them as "Could not load fragment ...").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import llm
+
+# A fragment of memories should leave room for the question and answer in a small model's
+# context; the `max_tokens` setting (MEM_MAX_TOKENS, config) overrides.
+DEFAULT_FRAGMENT_TOKENS = 1500
+
+
+def recall_text(query: str, max_tokens: int | None = None) -> str:
+    """The memories for query as the text `mem recall` prints into a pipe."""
+    from memcli import render
+    from memcli.config import Settings
+    from memcli.models import choice
+    from memcli.models.embedder import load_embedder
+    from memcli.recall import RecallOptions
+    from memcli.recall import recall as run_recall
+    from memcli.store import Store
+
+    if not query or not query.strip():
+        raise ValueError('mem: give a query, e.g. mem:"Lisbon trip"')
+    settings = Settings()
+    db = Path(settings.resolve("db").value)
+    bank = settings.resolve("bank").value
+    budget = settings.resolve("budget").value
+    tokens_setting = settings.resolve("max_tokens")
+    if max_tokens is None:
+        max_tokens = (
+            tokens_setting.value if tokens_setting.source != "default" else DEFAULT_FRAGMENT_TOKENS
+        )
+    override = settings.resolve("embedder").value
+    with Store(db, create=False, readonly=True) as store:
+        bank_id = store.require_bank(bank)
+        recorded = store.bank_embedder(bank_id)[0]
+
+        def embedder():
+            return load_embedder(choice.for_bank(recorded, override, bank=bank).spec)
+
+        result = run_recall(
+            store,
+            bank,
+            query,
+            RecallOptions(budget=budget, max_tokens=max_tokens),
+            embedder=embedder,
+        )
+    return render.to_text(result, decorate=False)
+
+
+def load_memories(argument: str) -> llm.Fragment:
+    """`-f mem:QUERY`: the recalled memories as a fragment."""
+    return llm.Fragment(recall_text(argument), f"mem:{argument}")
+
+
+def mem_recall(query: str) -> str:
+    """Search the user's long-term memory (notes, decisions, conversations) and return the
+    memories most relevant to the query, best first. Each line gives when it was said and,
+    separately, the date it talks about; a plan said earlier about a later date is a plan,
+    not something that already happened."""
+    try:
+        return recall_text(query)
+    except Exception as exc:  # noqa: BLE001 - the model reads the reason instead of a crash
+        return f"mem: error: {exc}"
+
+
+@llm.hookimpl
+def register_fragment_loaders(register) -> None:
+    register("mem", load_memories)
+
+
+@llm.hookimpl
+def register_tools(register) -> None:
+    register(mem_recall)

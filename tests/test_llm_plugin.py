@@ -1,0 +1,89 @@
+"""The llm plugin through the real `llm` command and its echo model (llm-echo returns the
+prompt it was given as JSON): the memories and the question both reach the model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memcli.cli import app
+
+LLM = Path(sys.executable).with_name("llm")
+pytestmark = pytest.mark.skipif(not LLM.exists(), reason="llm is not installed (pip install llm)")
+
+
+@pytest.fixture
+def memories(db_path: Path, tmp_path: Path) -> dict[str, str]:
+    """A store with two memories, and the environment that points llm and mem at it."""
+    runner = CliRunner()
+    for at, text in (
+        ("2026-03-21", "Decided to book the Lisbon trip for May 9-16."),
+        ("2026-04-02", "The boiler was serviced by Anton."),
+    ):
+        r = runner.invoke(
+            app, ["--db", str(db_path), "retain", "--at", at, "--context", "Maya", text]
+        )
+        assert r.exit_code == 0, r.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEM_", "LLM_"))}
+    env.update(
+        MEM_DB=str(db_path),
+        MEM_CONFIG=str(tmp_path / "no-config.toml"),
+        LLM_USER_PATH=str(tmp_path / "llm-home"),
+    )
+    if os.environ.get("MEM_CACHE_DIR"):
+        env["MEM_CACHE_DIR"] = os.environ["MEM_CACHE_DIR"]
+    return env
+
+
+def llm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LLM), *args], env=env, capture_output=True, text=True, timeout=180)
+
+
+def test_plugin_is_registered_through_its_entry_point(memories):
+    r = llm(memories, "plugins")
+    assert r.returncode == 0, r.stderr
+    ours = [p for p in json.loads(r.stdout) if p["name"] == "memcli"]
+    assert ours and set(ours[0]["hooks"]) == {"register_fragment_loaders", "register_tools"}
+
+
+def test_fragment_puts_memories_before_the_question(memories):
+    r = llm(memories, "-m", "echo", "--no-log", "-f", "mem:Lisbon trip", "What did Maya decide?")
+    assert r.returncode == 0, r.stderr
+    prompt = json.loads(r.stdout)["prompt"]
+    assert "Decided to book the Lisbon trip for May 9-16." in prompt
+    assert "Maya" in prompt
+    assert prompt.rstrip().endswith("What did Maya decide?")
+    assert prompt.index("Lisbon trip for May") < prompt.index("What did Maya decide?")
+
+
+def test_fragment_error_is_one_line_and_fails(memories):
+    env = {**memories, "MEM_BANK": "nope"}
+    r = llm(env, "-m", "echo", "--no-log", "-f", "mem:Lisbon", "What did Maya decide?")
+    assert r.returncode != 0
+    assert "unknown bank 'nope'" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_tool_lets_the_model_search_memory(memories):
+    # The echo model makes the tool calls a prompt asks for, then echoes their results.
+    call = {
+        "prompt": "Who serviced the boiler?",
+        "tool_calls": [{"name": "mem_recall", "arguments": {"query": "boiler service"}}],
+    }
+    r = llm(memories, "-m", "echo", "--no-log", "--tool", "mem_recall", json.dumps(call))
+    assert r.returncode == 0, r.stderr
+    # Two JSON objects: the first answer (with the tool call), then the one with its result.
+    decoder = json.JSONDecoder()
+    text = r.stdout.strip()
+    first, end = decoder.raw_decode(text)
+    second, _ = decoder.raw_decode(text[end:].lstrip())
+    assert first["prompt"] == "Who serviced the boiler?"
+    (result,) = second["tool_results"]
+    assert result["name"] == "mem_recall"
+    assert "The boiler was serviced by Anton." in result["output"]
