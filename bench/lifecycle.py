@@ -1,12 +1,17 @@
 """Lifecycle benchmark: time and peak RSS of export, import, list and reembed on a real store.
 
     python bench/lifecycle.py --db STORE [--runs 3] [--slow-runs 1] [--work DIR]
+    python bench/lifecycle.py --grow SMALL --copies 10 --db BIG   # then measure BIG
 
 STORE is any mem store (e.g. one grown by bench/scale.py --keep DIR, or `mem retain --jsonl`
 of LongMemEval sentences). Each figure is one `mem` process (python -m memcli), its wall time
 and its own peak RSS (os.wait4's ru_maxrss), the median of --runs runs; import without
 vectors and reembed embed every fact again and run --slow-runs times. The round trip is
 checked too: export, import into a fresh file, export again must give the same bytes.
+
+--grow builds a bigger store cheaply from a real one: SMALL's export with vectors, written
+--copies times under new ids (documents and content hashes made distinct per copy), imported
+into BIG (which must not exist). Its facts are real text, repeated; retain is not involved.
 """
 
 from __future__ import annotations
@@ -21,6 +26,60 @@ import time
 from pathlib import Path
 
 MEM = [sys.executable, "-m", "memcli"]
+
+
+def grow(small: Path, copies: int, big: Path, work: Path) -> None:
+    """Write SMALL's export `copies` times under shifted ids and import it into BIG."""
+    import hashlib
+    import json
+
+    if big.exists():
+        raise SystemExit(f"{big} exists; --grow writes a new store")
+    dump = work / "small.jsonl"
+    run(["--db", str(small), "export", "--with-vectors", "-o", str(dump)])
+    lines = dump.read_text().splitlines()
+    header = json.loads(lines[0])
+    span = {t: (r[1] + 1 if r else 0) for t, r in header["ids"].items()}
+    header["ids"] = {
+        t: ([r[0], r[1] + (copies - 1) * span[t]] if r else None) for t, r in header["ids"].items()
+    }
+    header["counts"] = {k: v * copies for k, v in header["counts"].items()}
+    body = [json.loads(x) for x in lines[1:-1]]
+    out = work / "big.jsonl"
+    with open(out, "w") as fh:
+        fh.write(json.dumps(header, separators=(",", ":")) + "\n")
+        for kind in ("document", "chunk", "entity", "fact", "link"):
+            for k in range(copies):
+                d, c, e, f = (k * span[t] for t in ("documents", "chunks", "entities", "facts"))
+                for rec in body:
+                    if rec["kind"] != kind:
+                        continue
+                    r = dict(rec)
+                    if kind == "document":
+                        r["id"] += d
+                        r["external_id"] += f"#{k}" if k else ""
+                    elif kind == "chunk":
+                        r["id"] += c
+                        r["document_id"] = r["document_id"] and r["document_id"] + d
+                    elif kind == "entity":
+                        r["id"] += e
+                    elif kind == "fact":
+                        r["id"] += f
+                        r["document_id"] = r["document_id"] and r["document_id"] + d
+                        r["chunk_id"] = r["chunk_id"] and r["chunk_id"] + c
+                        r["superseded_by"] = r["superseded_by"] and r["superseded_by"] + f
+                        r["entities"] = [x + e for x in r["entities"]]
+                        if k:
+                            r["content_hash"] = hashlib.sha256(
+                                f"{r['content_hash']}:{k}".encode()
+                            ).hexdigest()
+                    else:
+                        r["from"] += f
+                        r["to"] += f
+                    fh.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
+        fh.write(json.dumps({"kind": "end", "counts": header["counts"]}) + "\n")
+    seconds, rss = run(["--db", str(big), "import", str(out)])
+    print(f"grew {big}: {header['counts']['facts']} facts in {seconds:.1f}s, peak RSS {rss:.0f} MB")
 
 
 def run(args: list[str], stdout: Path | None = None) -> tuple[float, float]:
@@ -62,9 +121,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--slow-runs", type=int, default=1)
     parser.add_argument("--work", type=Path, help="folder for the files (default: a temp dir)")
+    parser.add_argument("--grow", type=Path, help="build --db from this store (see above)")
+    parser.add_argument("--copies", type=int, default=10)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="mem-lifecycle-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.grow:
+        grow(args.grow, args.copies, args.db, work)
+        return
     db, bank = str(args.db), args.bank
     plain, vectors = work / "export.jsonl", work / "export-vectors.jsonl"
 

@@ -554,7 +554,7 @@ class LifecycleMixin:
         context, occurred_start, occurred_end, lead-in as indexed, spellings of each
         entity)."""
         staged = (
-            " AND f.id NOT IN (SELECT fact_id FROM reembed_staging)"
+            " AND NOT EXISTS (SELECT 1 FROM reembed_staging s WHERE s.fact_id = f.id)"
             if skip_staged and self._has_table("reembed_staging")
             else ""
         )
