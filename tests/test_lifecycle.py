@@ -96,7 +96,9 @@ def db_snapshot(db: Path) -> dict[str, int]:
 # -- list / show ----------------------------------------------------------------------------
 
 
-def test_list_newest_first_with_filters_and_formats(db: Path) -> None:
+def test_list_newest_first_with_filters_and_formats(db: Path, monkeypatch) -> None:
+    # Pages of two rows: every listing below crosses page boundaries.
+    monkeypatch.setattr("memcli.store.lifecycle.PAGE", 2)
     all_ids = ids_listed(db)
     assert len(all_ids) == 6
     said = [
@@ -111,7 +113,6 @@ def test_list_newest_first_with_filters_and_formats(db: Path) -> None:
     assert ids_listed(db, "--since", "2024-05-01", "--until", "2024-07-01") == marco
     assert ids_listed(db, "--source-id", "c1") == [fact_id(db, "Rotterdam")]
     assert ids_listed(db, "--limit", "2", "--offset", "1") == all_ids[1:3]
-    # Paging goes past one page of rows without repeating or losing any (keyset paging).
     text = ok(mem(db, "list"))
     assert len(text.splitlines()) == 6 and "Zorblax" in text
     array = json.loads(ok(mem(db, "list", "--format", "json")))

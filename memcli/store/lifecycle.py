@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -97,39 +98,25 @@ class LifecycleMixin:
     def iter_facts(
         self, bank_id: int, sel: Any, *, limit: int | None = None, offset: int = 0
     ) -> Iterator[Fact]:
-        """The selected facts of a bank, newest said first (ties: newest recorded first),
-        read a page at a time."""
+        """The selected facts of a bank, newest said first (ties: newest recorded first).
+
+        One query streamed through its cursor (SQLite's sorter spills to temporary files, so
+        memory stays bounded at any size), read a page at a time to fetch entity names."""
         cond, params = selection_sql(sel, "f")
-        remaining = limit
-        skip = offset
-        last: tuple[str, int] | None = None
-        while remaining is None or remaining > 0:
-            page = PAGE if remaining is None else min(PAGE, remaining)
-            # Keyset paging on (mentioned_at, id): each page is one short query, and a
-            # deep page costs no more than the first.
-            after = ""
-            after_params: list = []
-            if last is not None:
-                after = " AND (f.mentioned_at < ? OR (f.mentioned_at = ? AND f.id < ?))"
-                after_params = [last[0], last[0], last[1]]
-            rows = self.conn.execute(
-                f"SELECT {_FACT_COLUMNS}, f.mentioned_at FROM facts f "
-                "LEFT JOIN documents d ON d.id = f.document_id "
-                f"WHERE f.bank_id = ?{cond}{after} "
-                "ORDER BY f.mentioned_at DESC, f.id DESC LIMIT ? OFFSET ?",
-                (bank_id, *params, *after_params, page, skip),
-            ).fetchall()
-            skip = 0
+        rows_iter = self.conn.cursor().execute(
+            f"SELECT {_FACT_COLUMNS} FROM facts f "
+            "LEFT JOIN documents d ON d.id = f.document_id "
+            f"WHERE f.bank_id = ?{cond} "
+            "ORDER BY f.mentioned_at DESC, f.id DESC LIMIT ? OFFSET ?",
+            (bank_id, *params, -1 if limit is None else limit, offset),
+        )
+        while True:
+            rows = list(islice(rows_iter, PAGE))
             if not rows:
                 return
             names = self.entity_names_of([r[0] for r in rows])
             for row in rows:
-                yield _fact_from_row(row[:-1], names.get(row[0], []))
-            last = (rows[-1][-1], rows[-1][0])
-            if remaining is not None:
-                remaining -= len(rows)
-            if len(rows) < page:
-                return
+                yield _fact_from_row(row, names.get(row[0], []))
 
     def selected_fact_ids(self, bank_id: int, sel: Any) -> list[int]:
         cond, params = selection_sql(sel, "f")
