@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from memcli.store import Fact
 
@@ -20,7 +20,38 @@ def fact_date(fact: Fact) -> str:
     return fact.mentioned_at.date().isoformat()
 
 
+def _span(start: datetime, end: datetime | None) -> str:
+    """A period as briefly as it reads: a day, a whole month (2026-11), a whole year (2025),
+    else first..last day (ends are exclusive)."""
+    day = timedelta(days=1)
+    if end is None or end - start <= day:
+        return start.date().isoformat()
+    if start == datetime(start.year, 1, 1) and end == datetime(start.year + 1, 1, 1):
+        return str(start.year)
+    if start.day == 1 and start == datetime(start.year, start.month, 1):
+        nxt = datetime(start.year + start.month // 12, start.month % 12 + 1, 1)
+        if end == nxt:
+            return f"{start.year:04d}-{start.month:02d}"
+    last = (end - timedelta(seconds=1)).date().isoformat()
+    return f"{start.date().isoformat()}..{last}"
+
+
+def said_and_about(fact: Fact) -> str:
+    """When the memory was said and, kept apart, the time it talks about: "2026-03-21" when
+    it is about that day (or no other time is known), else "said 2026-02-10, about 2026-11
+    (future when said)". A plan said in February about November must not read as done."""
+    said = fact.mentioned_at.date().isoformat()
+    start = fact.occurred_start
+    if start is None:
+        return said
+    about = _span(start, fact.occurred_end)
+    if about == said:
+        return said
+    ahead = " (future when said)" if start.date() > fact.mentioned_at.date() else ""
+    return f"said {said}, about {about}{ahead}"
+
+
 def memory_block(fact: Fact) -> str:
     """One memory as printed and as counted against the token budget."""
     who = f"{fact.context}: " if fact.context else ""
-    return f"[{fact_date(fact)}] {who}{fact.text}"
+    return f"[{said_and_about(fact)}] {who}{fact.text}"

@@ -5,30 +5,59 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memcli.blocks import fact_date, memory_block
+from memcli.blocks import memory_block, said_and_about
 from memcli.recall.types import ARMS, Candidate, RecallResult
 from memcli.store import iso
 
 
-def to_text(result: RecallResult, decorate: bool = False) -> str:
+def use_color(stream: Any = None) -> bool:
+    """ANSI styling only on a terminal, and never with NO_COLOR set or TERM=dumb
+    (https://no-color.org)."""
+    import os
+    import sys
+
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def text_header(result: RecallResult) -> str:
+    """The first line: what was asked and the reference time, so a model can tell past from
+    future; the legend only when some memory carries both dates."""
+    head = f'Memories relevant to "{result.query}", as of {result.now.date().isoformat()}'
+    if any(memory_block(c.fact).startswith("[said ") for c in result.results):
+        head += " (said: when it was said; about: the time it talks about)"
+    return head + ":"
+
+
+def to_text(result: RecallResult, decorate: bool = False, color: bool | None = None) -> str:
+    """The memories for a reader or a model: a header line with the reference time, then one
+    block per memory. `decorate` (a terminal) adds each memory's rank and score, dimmed when
+    color is on (default: use_color())."""
+    if not result.results:
+        return ""
+    if color is None:
+        color = decorate and use_color()
     blocks = []
     for i, c in enumerate(result.results, start=1):
         block = memory_block(c.fact)
         if decorate:
-            block = f"\x1b[2m{i:>2}. ({c.final:.3f})\x1b[0m {block}"
+            mark = f"{i:>2}. ({c.final:.3f})"
+            block = f"\x1b[2m{mark}\x1b[0m {block}" if color else f"{mark} {block}"
         blocks.append(block)
-    out = "\n\n".join(blocks)
+    out = text_header(result) + "\n\n" + "\n\n".join(blocks)
     if result.chunks:
         out += "\n\n" + "\n\n".join(f"--- source chunk\n{ch['text']}" for ch in result.chunks)
     return out
 
 
 def to_markdown(result: RecallResult) -> str:
-    lines = [f"## Memories for: {result.query}", ""]
+    lines = [f"## Memories for: {result.query}", "", f"As of {result.now.date().isoformat()}.", ""]
     for c in result.results:
         f = c.fact
         who = f"**{f.context}:** " if f.context else ""
-        lines.append(f"- *{fact_date(f)}* {who}{f.text}")
+        lines.append(f"- *{said_and_about(f)}* {who}{f.text}")
     if result.chunks:
         lines += ["", "### Source chunks", ""]
         for ch in result.chunks:

@@ -43,7 +43,10 @@ def test_retain_then_recall_as_text_json_and_md(db_path):
     assert "1 facts stored" in r.stderr and r.stdout == ""
     r = mem(db_path, "recall", "Lisbon trip", "--now", "2026-11-20")
     assert r.exit_code == 0
-    assert r.stdout.strip() == "[2026-03-21] Maya: Decided to book the Lisbon trip for May."
+    assert r.stdout.splitlines()[0] == 'Memories relevant to "Lisbon trip", as of 2026-11-20:'
+    assert r.stdout.splitlines()[2:] == [
+        "[2026-03-21] Maya: Decided to book the Lisbon trip for May."
+    ]
     r = mem(db_path, "recall", "Lisbon trip", "--format", "json")
     obj = json.loads(r.stdout)
     assert obj["results"][0]["context"] == "Maya"

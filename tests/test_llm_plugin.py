@@ -57,7 +57,9 @@ def test_fragment_puts_memories_before_the_question(memories):
     assert r.returncode == 0, r.stderr
     prompt = json.loads(r.stdout)["prompt"]
     assert "Decided to book the Lisbon trip for May 9-16." in prompt
-    assert "Maya" in prompt
+    assert prompt.startswith('Memories relevant to "Lisbon trip", as of ')
+    # Said in March about May: both dates reach the model, apart.
+    assert "[said 2026-03-21, about 2026-05-09..2026-05-16 (future when said)] Maya: " in prompt
     assert prompt.rstrip().endswith("What did Maya decide?")
     assert prompt.index("Lisbon trip for May") < prompt.index("What did Maya decide?")
 
