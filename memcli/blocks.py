@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
+from memcli.clock import utc_to_local
 from memcli.store import Fact
 
 
@@ -17,7 +18,13 @@ def fact_date(fact: Fact) -> str:
             last = (end - timedelta(seconds=1)).date().isoformat()
             return f"{start}..{last}"
         return start
-    return fact.mentioned_at.date().isoformat()
+    return said_on(fact).isoformat()
+
+
+def said_on(fact: Fact) -> date:
+    """The day a memory was said, in the user's time zone: mentioned_at is an instant (UTC),
+    while the times a memory talks about are calendar days and are shown as they are."""
+    return utc_to_local(fact.mentioned_at).date()
 
 
 def _span(start: datetime, end: datetime | None) -> str:
@@ -40,14 +47,15 @@ def said_and_about(fact: Fact) -> str:
     """When the memory was said and, kept apart, the time it talks about: "2026-03-21" when
     it is about that day (or no other time is known), else "said 2026-02-10, about 2026-11
     (future when said)". A plan said in February about November must not read as done."""
-    said = fact.mentioned_at.date().isoformat()
+    said_day = said_on(fact)
+    said = said_day.isoformat()
     start = fact.occurred_start
     if start is None:
         return said
     about = _span(start, fact.occurred_end)
     if about == said:
         return said
-    ahead = " (future when said)" if start.date() > fact.mentioned_at.date() else ""
+    ahead = " (future when said)" if start.date() > said_day else ""
     return f"said {said}, about {about}{ahead}"
 
 

@@ -4,6 +4,7 @@ Files that are not mem stores are never touched."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -385,3 +386,14 @@ def test_a_full_disk_during_a_document_replace_keeps_the_old_version(db_path, tm
         bank = s.require_bank("default")
         texts = sorted(f.text for f in s.facts_by_id(s.fact_ids_of_bank(bank), bank).values())
     assert texts == sorted(r["text"] for r in old)
+
+
+def test_text_output_shows_local_dates_and_json_keeps_utc(db_path, monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9: 20:00 UTC is the next morning there
+    text = "Booked the dentist for the crown."
+    assert mem(db_path, "retain", text, "--at", "2026-03-21T20:00:00Z").exit_code == 0
+    r = mem(db_path, "recall", "dentist crown")
+    assert r.exit_code == 0 and "[2026-03-22] Booked the dentist" in r.stdout, r.stdout
+    r = mem(db_path, "recall", "dentist crown", "--format", "json")
+    (hit,) = json.loads(r.stdout)["results"]
+    assert hit["mentioned_at"].startswith("2026-03-21T20:00:00")
