@@ -257,7 +257,7 @@ def _summary_json(summary) -> dict:
 def _load_reranker(path: str | None, enabled: bool):
     if not enabled:
         return None
-    path = path or os.environ.get("MEM_RERANKER")
+    path = configured("reranker", path)
     if not path:
         return None
     from memcli.models import ModelError
@@ -273,9 +273,21 @@ def _load_reranker(path: str | None, enabled: bool):
 def recall(
     query: Annotated[str | None, typer.Argument(help="What to remember.")] = None,
     budget: Annotated[
-        Budget, typer.Option(help="Candidates per arm: low 100, mid 300, high 1000.")
-    ] = Budget.mid,
-    max_tokens: Annotated[int, typer.Option(help="Token budget of the output.")] = 4096,
+        Budget | None,
+        typer.Option(
+            help="Candidates per arm: low 100, mid 300, high 1000. Default: $MEM_BUDGET, "
+            "the config's budget, else mid.",
+            show_default=False,
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Token budget of the output. Default: $MEM_MAX_TOKENS, the config's "
+            "max_tokens, else 4096.",
+        ),
+    ] = None,
     limit: Annotated[int | None, typer.Option(help="At most this many memories.")] = None,
     fact_type: Annotated[
         list[str] | None, typer.Option("--type", help="Only these fact types (repeatable).")
@@ -303,8 +315,13 @@ def recall(
         float | None, typer.Option(help="Drop memories whose final score is below this.")
     ] = None,
     output: Annotated[
-        OutputFormat, typer.Option("--format", help="Output format.")
-    ] = OutputFormat.text,
+        OutputFormat | None,
+        typer.Option(
+            "--format",
+            help="Output format. Default: $MEM_FORMAT, the config's format, else text.",
+            show_default=False,
+        ),
+    ] = None,
     trace: Annotated[bool, typer.Option(help="Show how each memory was ranked.")] = False,
     batch: Annotated[
         str | None,
@@ -324,6 +341,10 @@ def recall(
 
     if (query is None) == (batch is None):
         fail("give a QUERY or --batch (one of them)", 2)
+    # Settings not given as flags come from MEM_* or the config file (memcli/config.py).
+    budget = Budget(configured("budget", budget.value if budget else None))
+    max_tokens = configured("max_tokens", max_tokens)
+    output = OutputFormat(configured("format", output.value if output else None))
     try:
         base = RecallOptions(
             budget=budget.value,
@@ -375,7 +396,10 @@ def recall(
         store.close()
 
     if output is OutputFormat.json:
-        typer.echo(render.dumps(render.to_json_obj(result, trace)))
+        obj = render.to_json_obj(result, trace)
+        if trace:
+            obj["trace"]["sources"] = render.sources_json(state.sources)
+        typer.echo(render.dumps(obj))
         return
     if output is OutputFormat.md:
         typer.echo(render.to_markdown(result), nl=False)
@@ -388,6 +412,7 @@ def recall(
     if trace:
         typer.echo("")
         typer.echo(render.to_trace_table(result))
+        typer.echo(render.sources_text(state.sources))
 
 
 # --------------------------------------------------------------------------------------------

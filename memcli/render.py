@@ -204,6 +204,19 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
     return "\n".join(lines)
 
 
+def sources_json(sources: dict[str, Any]) -> dict[str, Any]:
+    """Each setting the command resolved (memcli/config.py Setting) as {value, source}."""
+    return {k: {"value": s.value, "source": s.source} for k, s in sources.items()}
+
+
+def sources_text(sources: dict[str, Any]) -> str:
+    """The trace's settings line: where each value came from (flag > env > config > default)."""
+    parts = [
+        f"{k}={'none' if s.value is None else s.value} ({s.source})" for k, s in sources.items()
+    ]
+    return "settings: " + ", ".join(parts)
+
+
 RETAIN_SUMMARY_KEYS = (
     "items",
     "facts",

@@ -1,0 +1,129 @@
+"""Settings: the TOML file, MEM_* variables and flags (flag > env > config > default), `mem
+config`, and --trace saying where each value came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memcli.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, monkeypatch) -> Path:
+    path = tmp_path / "conf" / "config.toml"
+    monkeypatch.setenv("MEM_CONFIG", str(path))
+    for key in ("MEM_DB", "MEM_BANK", "MEM_BUDGET", "MEM_MAX_TOKENS", "MEM_FORMAT"):
+        monkeypatch.delenv(key, raising=False)
+    return path
+
+
+def mem(*args: str, env: dict | None = None):
+    return runner.invoke(app, list(args), env=env)
+
+
+@pytest.fixture
+def db(db_path: Path, cfg: Path) -> Path:
+    r = mem("--db", str(db_path), "retain", "--at", "2026-03-21", "Booked the Lisbon trip.")
+    assert r.exit_code == 0, r.stderr
+    return db_path
+
+
+def recall_json(db: Path, *args: str, env: dict | None = None) -> dict:
+    r = mem("--db", str(db), "recall", "Lisbon", *args, env=env)
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_set_show_path_and_the_file_is_toml(cfg):
+    import tomllib
+
+    assert mem("config", "path").stdout.strip() == str(cfg)
+    assert mem("config", "set", "budget", "high").exit_code == 0
+    assert mem("config", "set", "max_tokens", "300").exit_code == 0
+    assert mem("config", "set", "embedder", 'my "odd" model.gguf').exit_code == 0
+    data = tomllib.loads(cfg.read_text())
+    assert data == {"budget": "high", "max_tokens": 300, "embedder": 'my "odd" model.gguf'}
+    shown = json.loads(mem("config", "show", "--json").stdout)
+    assert shown["settings"]["budget"] == {
+        "value": "high",
+        "source": f"config {cfg}",
+        "env": "MEM_BUDGET",
+    }
+    assert shown["settings"]["format"]["source"] == "default"
+    assert mem("config", "unset", "embedder").exit_code == 0
+    assert "embedder" not in tomllib.loads(cfg.read_text())
+
+
+def test_bad_key_or_value_is_a_usage_error_and_changes_nothing(cfg):
+    mem("config", "set", "budget", "low")
+    before = cfg.read_text()
+    for args in (("budget", "huge"), ("max_tokens", "0"), ("colour", "blue")):
+        r = mem("config", "set", *args)
+        assert r.exit_code == 2, args
+        assert r.stderr.startswith("mem: error: ") and len(r.stderr.splitlines()) == 1
+    assert cfg.read_text() == before
+
+
+def test_precedence_flag_over_env_over_config_over_default(db, cfg):
+    assert recall_json(db, "--format", "json")["budget"] == "mid"  # default
+    mem("config", "set", "budget", "low")
+    mem("config", "set", "format", "json")
+    obj = recall_json(db)  # format json from the config file
+    assert obj["budget"] == "low"
+    assert recall_json(db, env={"MEM_BUDGET": "high"})["budget"] == "high"
+    assert recall_json(db, "--budget", "mid", env={"MEM_BUDGET": "high"})["budget"] == "mid"
+    mem("config", "set", "max_tokens", "123")
+    assert recall_json(db)["max_tokens"] == 123
+    assert recall_json(db, env={"MEM_MAX_TOKENS": "77"})["max_tokens"] == 77
+
+
+def test_db_and_bank_from_the_config_file(db, cfg):
+    mem("config", "set", "db", str(db))
+    r = mem("recall", "Lisbon", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert "Lisbon" in json.loads(r.stdout)["results"][0]["text"]
+    mem("config", "set", "bank", "work")
+    r = mem("recall", "Lisbon")
+    assert r.exit_code == 1 and "unknown bank 'work'" in r.stderr
+    assert mem("--bank", "default", "recall", "Lisbon").exit_code == 0  # the flag wins
+
+
+def test_trace_says_where_each_value_came_from(db, cfg):
+    mem("config", "set", "max_tokens", "500")
+    r = mem("--db", str(db), "recall", "Lisbon", "--trace", env={"MEM_BUDGET": "low"})
+    assert r.exit_code == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("settings: "))
+    assert f"db={db} (flag)" in line
+    assert "budget=low (env MEM_BUDGET)" in line
+    assert f"max_tokens=500 (config {cfg})" in line
+    assert "bank=default (default)" in line
+    obj = recall_json(db, "--trace", "--format", "json")
+    assert obj["trace"]["sources"]["max_tokens"] == {"value": 500, "source": f"config {cfg}"}
+
+
+def test_a_broken_config_file_is_one_line_and_config_can_repair_it(db, cfg):
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text("budget = [unclosed\n")
+    r = mem("--db", str(db), "recall", "Lisbon")
+    assert r.exit_code == 1
+    assert "is not valid TOML" in r.stderr and len(r.stderr.splitlines()) == 1
+    cfg.write_text('budgte = "high"\n')
+    r = mem("--db", str(db), "recall", "Lisbon")
+    assert r.exit_code == 1 and "unknown key 'budgte'" in r.stderr
+    # `mem config` itself still runs, so the file can be inspected and fixed.
+    assert mem("config", "path").exit_code == 0
+    cfg.unlink()
+    assert mem("config", "set", "budget", "high").exit_code == 0
+    assert recall_json(db, "--format", "json")["budget"] == "high"
+
+
+def test_a_bad_environment_value_names_the_variable(db, cfg):
+    r = mem("--db", str(db), "recall", "Lisbon", env={"MEM_MAX_TOKENS": "lots"})
+    assert r.exit_code == 1
+    assert r.stderr.startswith("mem: error: $MEM_MAX_TOKENS: ")
