@@ -12,6 +12,7 @@ from memcli.store.base import StoreBase
 from memcli.store.documents import DocumentsMixin
 from memcli.store.entities import EntitiesMixin
 from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsMixin
+from memcli.store.health import HealthMixin
 from memcli.store.lifecycle import LifecycleMixin
 from memcli.store.links import LinksMixin
 from memcli.store.schema import APPLICATION_ID, SCHEMA_VERSION
@@ -41,6 +42,7 @@ class Store(
     LinksMixin,
     SearchMixin,
     LifecycleMixin,
+    HealthMixin,
     StoreBase,
 ):
     """A connection to one mem store. Use as a context manager; write inside atomic()."""

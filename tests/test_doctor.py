@@ -1,0 +1,107 @@
+"""`mem doctor` on real stores: passes on a sound one, fails naming the problem on one with a
+deleted FTS row, a deleted vector or a bank whose model changed."""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+import sqlite_vec
+from typer.testing import CliRunner
+
+from memcli.cli import app
+
+runner = CliRunner()
+
+
+def mem(db, *args: str):
+    return runner.invoke(app, ["--db", str(db), *args])
+
+
+def make_store(db) -> None:
+    for text in ("The boiler was serviced by Anton.", "Maya booked the Lisbon trip for May."):
+        r = mem(db, "retain", "--at", "2026-04-02", text)
+        assert r.exit_code == 0, r.stderr
+
+
+def raw(db) -> apsw.Connection:
+    """A plain SQLite connection, to damage the file the way a bug or a crash could."""
+    conn = apsw.Connection(str(db))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    return conn
+
+
+def checks(db) -> tuple[int, dict]:
+    r = mem(db, "doctor", "--format", "json")
+    return r.exit_code, json.loads(r.stdout)
+
+
+def by_name(obj: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in obj["checks"]}
+
+
+def test_passes_on_a_fresh_store_and_prints_every_check(db_path):
+    make_store(db_path)
+    r = mem(db_path, "doctor")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    for name in (
+        "sqlite quick_check",
+        "fts5 integrity-check",
+        "facts = FTS rows = vectors: 2 facts, 2 FTS rows, 2 vectors",
+        "orphan rows",
+        "embedder of bank 'default'",
+        "bundled embedder weights",
+        "sqlite-vec: v0.1.9",
+        "llama.cpp",
+        "tiktoken offline",
+    ):
+        assert name in r.stdout, name
+    assert "FAIL" not in r.stdout and "\x1b[" not in r.stdout
+    code, obj = checks(db_path)
+    assert code == 0 and obj["ok"] is True
+    assert {c["status"] for c in obj["checks"]} <= {"ok", "warn", "skip"}
+
+
+def test_a_deleted_fts_row_fails_and_names_the_fact(db_path):
+    make_store(db_path)
+    with raw(db_path) as conn:
+        fact_id = conn.execute("SELECT min(id) FROM facts").fetchone()[0]
+        conn.execute("DELETE FROM fact_fts WHERE rowid = ?", (fact_id,))
+    r = mem(db_path, "doctor")
+    assert r.exit_code == 1
+    line = next(x for x in r.stdout.splitlines() if "facts = FTS rows" in x)
+    assert line.startswith("FAIL")
+    assert "2 facts, 1 FTS rows, 2 vectors" in line
+    assert f"facts with no FTS row (the keyword arm cannot find them): id {fact_id}" in line
+    assert "1 of" in r.stderr and "checks failed" in r.stderr
+    code, obj = checks(db_path)
+    assert code == 1 and obj["ok"] is False
+    assert [c["name"] for c in obj["checks"] if c["status"] == "fail"] == [
+        "facts = FTS rows = vectors"
+    ]
+
+
+def test_a_deleted_vector_and_a_changed_model_fail(db_path):
+    make_store(db_path)
+    with raw(db_path) as conn:
+        fact_id = conn.execute("SELECT max(id) FROM facts").fetchone()[0]
+        conn.execute("DELETE FROM fact_vec WHERE fact_id = ?", (fact_id,))
+        conn.execute(
+            "UPDATE banks SET embedder_fingerprint = ? WHERE name = 'default'", ("0" * 64,)
+        )
+    code, obj = checks(db_path)
+    assert code == 1
+    found = by_name(obj)
+    assert found["facts = FTS rows = vectors"]["status"] == "fail"
+    assert "facts with no vector" in found["facts = FTS rows = vectors"]["detail"]
+    assert f"id {fact_id}" in found["facts = FTS rows = vectors"]["detail"]
+    emb = found["embedder of bank 'default'"]
+    assert emb["status"] == "fail" and "000000000000" in emb["detail"]
+
+
+def test_no_store_yet_is_not_a_failure(tmp_path):
+    code, obj = checks(tmp_path / "none.db")
+    assert code == 0
+    assert by_name(obj)["store"]["status"] == "skip"
+    assert not (tmp_path / "none.db").exists()  # the doctor creates nothing
