@@ -127,3 +127,38 @@ def test_a_bad_environment_value_names_the_variable(db, cfg):
     r = mem("--db", str(db), "recall", "Lisbon", env={"MEM_MAX_TOKENS": "lots"})
     assert r.exit_code == 1
     assert r.stderr.startswith("mem: error: $MEM_MAX_TOKENS: ")
+
+
+def test_models_add_checks_the_gguf_and_records_it(cfg, db, tmp_path):
+    import tomllib
+
+    from memcli.models.convert import build_test_reranker, default_embedder_path
+
+    rank = build_test_reranker(tmp_path / "rank.gguf")
+    minilm = default_embedder_path()
+    # The wrong role for each file: refused with the reason, nothing recorded.
+    r = mem("models", "add", str(rank), "--as", "embedder")
+    assert r.exit_code == 1 and "RANK pooling: it is a reranker" in r.stderr
+    r = mem("models", "add", str(minilm), "--as", "reranker")
+    assert r.exit_code == 1 and "its pooling is mean" in r.stderr
+    assert not cfg.exists()
+    r = mem("models", "add", str(rank), "--as", "reranker")
+    assert r.exit_code == 0, r.stderr
+    assert "bert, rank pooling" in r.stderr
+    r = mem("models", "add", str(minilm), "--as", "embedder", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["embedding_length"] == 384
+    assert tomllib.loads(cfg.read_text()) == {"embedder": str(minilm), "reranker": str(rank)}
+    shown = json.loads(mem("--db", str(db), "models", "--json").stdout)
+    assert shown["reranker"] == {"path": str(rank), "source": f"config {cfg}"}
+    assert shown["embedder"]["setting_source"] == f"config {cfg}"
+    # The recorded reranker is the one recall uses.
+    obj = recall_json(db, "--format", "json")
+    assert obj["reranker"] == rank.stem
+
+
+def test_models_shows_the_bank_model_and_no_reranker(cfg, db):
+    r = mem("--db", str(db), "models")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith("embedder  all-MiniLM-L6-v2  (bank 'default' was made with it")
+    assert "reranker  none" in r.stdout
