@@ -1,9 +1,21 @@
 """Text as the FTS5 index sees it, and user queries turned into safe FTS5 MATCH expressions.
 
 FTS5's unicode61 tokenizer splits on spaces and punctuation, so a run of Chinese, Japanese or
-Korean characters would become one giant token that no query matches. Both the indexed text and
-the query therefore put each CJK character apart; a CJK word in a query becomes a phrase of its
-characters, which matches exactly that word.
+Korean characters would become one giant token that no query matches. The indexed text
+therefore puts each CJK character apart (one token per character), and a CJK run in a query
+becomes search terms over those characters:
+
+- "both" (default): each character, and each overlapping pair of characters as a two-character
+  phrase. The characters find memories that share a word's parts with the question (睡眠 /
+  睡不着, 이름은 / 이름이); the pairs, rarer and so weighted higher by BM25, put the memories
+  with the question's exact words first. CJK has no spaces, and a fixed n-gram needs no
+  dictionary for any of the three languages.
+- "bigram": the pairs only; "unigram": the characters only; "trigram": three-character
+  phrases (as FTS5's trigram tokenizer would match).
+
+Measured on bench/data/cjk-dev.jsonl (keyword arm alone, R@10 / MRR, bench/RESULTS.md):
+both 0.81 / 0.68, unigram 0.81 / 0.69, bigram 0.76 / 0.66, trigram 0.52 / 0.47; a Chinese
+segmenter (jieba 0.42.1) for Chinese queries 0.74 / 0.66, and it costs ~1 s to load.
 
 User text never reaches FTS5 syntax: every term is a double-quoted string with quotes doubled,
 so `AND`, `NEAR`, `*`, `:`, `-`, parentheses and quotes are plain words or dropped punctuation.
@@ -44,16 +56,21 @@ def index_text(text: str) -> str:
     return _CJK_CHAR.sub(r" \1 ", text)
 
 
-def query_terms(query: str) -> list[str]:
+CJK_TERM_MODES = ("both", "bigram", "unigram", "trigram")
+
+
+def query_terms(query: str, cjk: str = "both") -> list[str]:
     """Distinct search terms of a query, lower-cased, stop words dropped, in query order.
 
-    A CJK run becomes its overlapping character bigrams (each matched later as a two-character
-    phrase): CJK has no spaces, so bigrams are the usual unit of word-free CJK search."""
+    A CJK run becomes terms by `cjk` (see the module docstring): its characters and their
+    overlapping pairs by default, each pair matched later as a two-character phrase."""
+    if cjk not in CJK_TERM_MODES:
+        raise ValueError(f"unknown CJK term mode {cjk!r} (use {', '.join(CJK_TERM_MODES)})")
     terms: list[str] = []
     seen: set[str] = set()
     for match in _WORD.finditer(query):
         word = match.group(0).lower().replace("’", "'")
-        for piece in _split_cjk(word):
+        for piece in _split_cjk(word, cjk):
             if piece in seen or piece in STOP_WORDS:
                 continue
             if len(piece) == 1 and not _CJK_RUN.fullmatch(piece) and not piece.isdigit():
@@ -63,7 +80,16 @@ def query_terms(query: str) -> list[str]:
     return terms
 
 
-def _split_cjk(word: str) -> list[str]:
+def _cjk_terms(run: str, mode: str) -> list[str]:
+    """Search terms of one run of CJK characters."""
+    if mode == "unigram" or len(run) == 1:
+        return list(run)
+    size = 3 if mode == "trigram" else 2
+    grams = [run] if len(run) <= size else [run[i : i + size] for i in range(len(run) - size + 1)]
+    return list(run) + grams if mode == "both" else grams
+
+
+def _split_cjk(word: str, mode: str = "both") -> list[str]:
     """Split a token into its CJK runs and the non-CJK parts around them."""
     if not _CJK_RUN.search(word):
         return [word]
@@ -78,8 +104,8 @@ def _split_cjk(word: str) -> list[str]:
         parts.append(word[last:])
     out: list[str] = []
     for part in parts:
-        if _CJK_RUN.fullmatch(part) and len(part) > 2:
-            out.extend(part[i : i + 2] for i in range(len(part) - 1))
+        if _CJK_RUN.fullmatch(part):
+            out.extend(_cjk_terms(part, mode))
         elif part:
             out.append(part)
     return out

@@ -25,6 +25,9 @@ class RecallSettings:
     semantic_min_limit: int = 20
     semantic_floor: float = 0.3
     keyword_max_terms: int = 16
+    # How a CJK run in a query becomes keyword terms: both (characters + pairs), bigram,
+    # unigram or trigram; see fts.py.
+    keyword_cjk_terms: str = "both"
     graph_seeds: int = 20
     graph_seed_floor: float = 0.3
     graph_facts_per_entity: int = 200
@@ -52,6 +55,10 @@ class RecallSettings:
     score_weights: dict[str, float] = field(
         default_factory=lambda: {"semantic": 1.0, "keyword": 1.0, "graph": 0.2, "temporal": 0.4}
     )
+    # A CJK query: an English-only embedder's vector arms, and (with a multilingual embedder)
+    # the character n-gram keyword arm, weigh this much at 100% CJK; see recall/fusion.py.
+    cjk_weak_embedder_factor: float = 0.25
+    cjk_keyword_factor: float = 0.4
 
     # A reply gains this share of the fusion score of the fact said just before it (same
     # document, another speaker, at most reply_max_gap_hours earlier) when that fact asks a

@@ -14,8 +14,40 @@ The order, though, comes from `settings.fusion`:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+from memcli import lang
 from memcli.recall.types import ARMS, ArmResult, Candidate
+
+# Arms whose lists come from the query's embedding (the graph expands the semantic hits).
+VECTOR_ARMS = ("semantic", "graph")
+
+
+def query_weights(
+    weights: Mapping[str, float], query: str, rules: Any, settings: Any
+) -> tuple[dict[str, float], str | None]:
+    """The arm weights for this query, and why they differ from the defaults (None if not).
+
+    An arm known to be weak for the query weighs less, in proportion to the query's share of
+    CJK letters s, so fusion does not fall below its best arm:
+    - an English-only embedder (rules.english_only) on CJK: its vectors are near noise, the
+      vector arms get x (1 - s (1 - cjk_weak_embedder_factor));
+    - a multilingual embedder on CJK: the vectors are the strong signal and character n-gram
+      keywords the weaker one, the keyword arm gets x (1 - s (1 - cjk_keyword_factor)).
+    An embedder whose languages are unknown changes nothing; nor does a query without CJK.
+    """
+    out = {name: float(weights.get(name, 1.0)) for name in ARMS}
+    share = lang.cjk_share(query)
+    if share == 0.0 or rules is None or rules.languages is None:
+        return out, None
+    if rules.english_only:
+        factor = 1.0 - share * (1.0 - settings.cjk_weak_embedder_factor)
+        for name in VECTOR_ARMS:
+            out[name] *= factor
+        return out, f"English-only embedder, {share:.0%} CJK query: vector arms x{factor:.2f}"
+    factor = 1.0 - share * (1.0 - settings.cjk_keyword_factor)
+    out["keyword"] *= factor
+    return out, f"multilingual embedder, {share:.0%} CJK query: keyword x{factor:.2f}"
 
 
 def rrf(

@@ -27,7 +27,7 @@ def select_terms(ctx: ArmContext, terms: list[str]) -> list[str]:
 
 
 def run(ctx: ArmContext) -> ArmResult:
-    terms = select_terms(ctx, fts.query_terms(ctx.query))
+    terms = select_terms(ctx, fts.query_terms(ctx.query, ctx.settings.keyword_cjk_terms))
     expression = fts.match_expression(terms)
     result = ArmResult("keyword", [], "bm25", notes={"terms": terms})
     if expression is None:
