@@ -447,6 +447,7 @@ class Retainer:
         chunk_rows: dict[tuple[int, int], int] = {}
         ids_by_item_fact: dict[tuple[int, int], int] = {}
         link_rows: list[tuple[int, int, str, float]] = []
+        linked: list[tuple[int, np.ndarray]] = []  # new facts, for semantic links
         for p in pending:
             key = id(p.item)
             target = targets[key]
@@ -488,8 +489,7 @@ class Retainer:
             elif p.index_in_item == 0 and self._last_fact_id and starts_with_cause(p.text):
                 link_rows.append((fact_id, self._last_fact_id, "causal", 1.0))
             self._last_fact_id = fact_id
-            link_rows.extend(self._semantic_links(bank_id, fact_id, p.embedding))
-            link_rows.extend(self._temporal_links(bank_id, fact_id, p.span, p.mentioned_at))
+            linked.append((fact_id, p.embedding))
             counts["facts"] += 1
             if self.keep_stored:
                 self.summary.stored.append(
@@ -506,6 +506,7 @@ class Retainer:
                         "tags": p.item.tags,
                     }
                 )
+        link_rows.extend(self._semantic_links(bank_id, linked))
         store.add_links(link_rows)
         counts["links"] += len(link_rows)
         return counts
@@ -517,53 +518,29 @@ class Retainer:
         return [bank_id] if self._staging_bank is None else [bank_id, self._staging_bank]
 
     def _semantic_links(
-        self, bank_id: int, fact_id: int, vec: np.ndarray
+        self, bank_id: int, new_facts: list[tuple[int, np.ndarray]]
     ) -> list[tuple[int, int, str, float]]:
-        """New fact -> its nearest existing facts with cosine >= the floor (weight = cosine)."""
+        """Each new fact -> its nearest earlier facts (the bank's, and this call's staged
+        documents') with cosine >= the floor, weight = cosine. One pass per batch: the
+        store reads each bank's vectors once for all of the batch's facts."""
+        if not new_facts:
+            return []
         s = self.settings
-        found: list[tuple[int, float]] = []
-        # A few extra, since the fact itself and facts about to be replaced are dropped.
-        k = s.semantic_link_top + 1 + min(len(self._replaced_fact_ids), s.semantic_link_top)
-        for bank in self._link_banks(bank_id):
-            found.extend(self.store.nearest(bank, vec, k))
-        found = [
-            (other, sim)
-            for other, sim in found
-            if sim >= s.semantic_link_floor
-            and other != fact_id
-            and other not in self._replaced_fact_ids
-        ]
-        found.sort(key=lambda pair: -pair[1])
+        ids = [fid for fid, _ in new_facts]
+        vectors = np.stack([np.asarray(vec, dtype=np.float32) for _, vec in new_facts])
+        nearest = self.store.nearest_earlier(
+            self._link_banks(bank_id),
+            ids,
+            vectors,
+            s.semantic_link_top,
+            self._replaced_fact_ids,
+            s.semantic_link_floor,
+        )
         return [
             (fact_id, other, "semantic", round(sim, 4))
-            for other, sim in found[: s.semantic_link_top]
+            for fact_id, found in zip(ids, nearest)
+            for other, sim in found
         ]
-
-    def _temporal_links(
-        self, bank_id: int, fact_id: int, span: TimeSpan | None, mentioned: datetime
-    ) -> list[tuple[int, int, str, float]]:
-        """New fact -> up to N facts on each side in time, within a hard gap cutoff."""
-        s = self.settings
-        when = span.start if span else mentioned
-        before: list[tuple[float, int]] = []
-        after: list[tuple[float, int]] = []
-        extra = min(len(self._replaced_fact_ids), s.temporal_link_per_side)
-        for bank in self._link_banks(bank_id):
-            for other, event_time in self.store.facts_near_in_time(
-                bank, when, s.temporal_link_per_side + extra, fact_id
-            ):
-                if other in self._replaced_fact_ids:
-                    continue
-                hours = abs((event_time - when).total_seconds()) / 3600
-                if hours <= s.temporal_link_max_hours:
-                    (before if event_time <= when else after).append((hours, other))
-        rows: list[tuple[int, int, str, float]] = []
-        for side in (before, after):
-            side.sort()
-            for hours, other in side[: s.temporal_link_per_side]:
-                weight = max(s.temporal_link_floor, 1.0 - hours / 24.0)
-                rows.append((fact_id, other, "temporal", round(weight, 4)))
-        return rows
 
     def _link_entities(self, bank_id: int, fact_id: int, names: list[str], seen: datetime) -> int:
         """Resolve each name to an entity of the bank (fuzzy, see entities.py) and tie it to

@@ -58,13 +58,14 @@ def _write_version_2_file(path, embedder) -> None:
         )
         conn.execute("INSERT INTO fact_vec VALUES(?, 1, 'world', ?)", (i, vec.tobytes()))
     conn.execute("INSERT INTO links VALUES(2, 1, 'semantic', 0.8)")
+    conn.execute("INSERT INTO links VALUES(1, 2, 'temporal', 0.9)")
     conn.close()
 
 
 def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, embedder):
     _write_version_2_file(db_path, embedder)
     with Store(db_path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 3
+        assert store.schema_version() == SCHEMA_VERSION == 4
         assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert {"facts_context", "facts_dedupe"} <= index_names(store)
         bank = store.require_bank("default")
@@ -74,7 +75,12 @@ def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, emb
             "Sam works at the harbour.",
         ]
         assert facts[1].document_id == "notes" and facts[1].valid_from is not None
+        # Schema 4: temporal links are read from the time index, no longer stored; the
+        # vectors gain their sign bits, and a search finds the same nearest facts.
         assert store.link_count() == 1 and len(store.vectors_for([1, 2])) == 2
+        assert store.has_vector_bits()
+        vec = store.vectors_for([2])[2]
+        assert [f for f, _ in store.nearest(bank, vec, 2)] == [2, 1]
         # Hashes are recomputed the new way, so re-retaining the same fact is a duplicate.
         assert "oldhash1" not in {
             r[0] for r in store.conn.execute("SELECT content_hash FROM facts")

@@ -3,19 +3,23 @@ about the query, spread along temporal and causal links to what happened around 
 
 Ranked by its own temporal score (the reference system sorted by a missing field, so its ranks
 were insertion order).
+
+A fact's temporal neighbours are read at query time from the time index (store/links.py), by
+the rule retain used to store them with (RetainSettings: at most a week apart, weight
+max(0.3, 1 - hours / 24)); causal links are stored.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-import numpy as np
-
 from memcli.recall.types import ArmContext, ArmHit, ArmResult
+from memcli.settings import RetainSettings
 from memcli.timeparse import TimeSpan
 
 CAUSAL_BOOST = 2.0
 TEMPORAL_BOOST = 1.0
+_LINK_RULE = RetainSettings()
 
 
 def proximity(start: datetime, end: datetime, window: TimeSpan) -> float:
@@ -42,12 +46,9 @@ def run(ctx: ArmContext) -> ArmResult:
     if window is None or ctx.query_vec is None:
         return result
     times = ctx.store.facts_in_window(ctx.bank_id, window.start, window.end, ctx.filters)
-    vectors = ctx.store.vectors_for(list(times))
-    cosine = {f: float(np.dot(v, ctx.query_vec)) for f, v in vectors.items()}
-    pool = sorted(
-        (f for f in times if cosine.get(f, 0.0) >= s.temporal_pool_floor),
-        key=lambda f: -cosine[f],
-    )[: s.temporal_pool]
+    nearest = ctx.store.nearest_among(ctx.bank_id, ctx.query_vec, list(times), s.temporal_pool)
+    cosine = dict(nearest)
+    pool = [f for f, c in nearest if c >= s.temporal_pool_floor]
     # Score in the pool: half how well it fits the window, half how well it fits the query.
     score = {f: 0.5 * proximity(*times[f], window) + 0.5 * cosine[f] for f in pool}
 
@@ -100,7 +101,12 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
             break
         next_frontier: list[int] = []
         for node in frontier:
-            neighbours = ctx.store.time_neighbours(node, s.temporal_neighbours)
+            neighbours = ctx.store.time_neighbours(
+                node,
+                s.temporal_neighbours,
+                _LINK_RULE.temporal_link_max_hours,
+                _LINK_RULE.temporal_link_floor,
+            )
             for other, kind, weight in neighbours:
                 boost = CAUSAL_BOOST if kind == "causal" else TEMPORAL_BOOST
                 spread = min(1.0, score[node] * weight * boost * s.temporal_spread_factor)

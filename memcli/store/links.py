@@ -1,9 +1,15 @@
-"""Links between facts (semantic, temporal, causal) and the time axis they are built on."""
+"""Links between facts (semantic, causal) and the time axis.
+
+Temporal neighbours are not stored: they are read at query time from the facts' event_time
+index (facts_event_time), nearest first on each side of a fact. Stored, they were most of the
+rows of a store (~39 links per fact, 2 KB) and every retain wrote 40 of them per fact;
+computed, they also never go stale when facts are added or replaced later.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from memcli.store.types import iso, marks
@@ -21,23 +27,6 @@ class LinksMixin:
             rows,
         )
 
-    def facts_near_in_time(
-        self, bank_id: int, when: datetime, per_side: int, exclude: int
-    ) -> list[tuple[int, datetime]]:
-        """Up to per_side facts of the bank on each side of `when` (at or before, after),
-        nearest first on each side, as (fact id, event time)."""
-        out: list[tuple[int, datetime]] = []
-        for op, order in (("<=", "DESC"), (">", "ASC")):
-            out.extend(
-                (fid, datetime.fromisoformat(t))
-                for fid, t in self.conn.execute(
-                    f"SELECT id, event_time FROM facts WHERE bank_id = ? AND id != ? "
-                    f"AND event_time {op} ? ORDER BY event_time {order} LIMIT ?",
-                    (bank_id, exclude, iso(when), per_side),
-                )
-            )
-        return out
-
     def links_from(self, seeds: Sequence[int], kind: str) -> list[tuple[int, int, float]]:
         """(seed, other end, weight) for links of one kind touching the seeds, either
         direction."""
@@ -52,17 +41,43 @@ class LinksMixin:
             (kind, *seeds, kind, *seeds),
         ).fetchall()
 
-    def time_neighbours(self, fact_id: int, limit: int) -> list[tuple[int, str, float]]:
-        """(other, kind, weight) along temporal and causal links, heaviest first."""
-        return self.conn.execute(
-            "SELECT other, kind, weight FROM ("
-            " SELECT to_fact AS other, kind, weight FROM links WHERE from_fact = ?"
-            " AND kind IN ('temporal', 'causal')"
-            " UNION ALL SELECT from_fact, kind, weight FROM links WHERE to_fact = ?"
-            " AND kind IN ('temporal', 'causal')"
-            ") ORDER BY weight DESC LIMIT ?",
-            (fact_id, fact_id, limit),
-        ).fetchall()
+    def time_neighbours(
+        self, fact_id: int, limit: int, max_hours: float, floor: float
+    ) -> list[tuple[int, str, float]]:
+        """(other, kind, weight) of the fact's nearest facts in time and its causal links,
+        heaviest first. A fact at most max_hours away on either side (up to `limit` per side,
+        same bank) weighs max(floor, 1 - hours / 24); a causal link weighs what it stores."""
+        row = self.conn.execute(
+            "SELECT bank_id, event_time FROM facts WHERE id = ?", (fact_id,)
+        ).fetchone()
+        if row is None:
+            return []
+        bank_id, when_text = row
+        when = datetime.fromisoformat(when_text)
+        out: list[tuple[int, str, float]] = [
+            (other, "causal", weight)
+            for other, weight in self.conn.execute(
+                "SELECT to_fact, weight FROM links WHERE from_fact = ? AND kind = 'causal' "
+                "UNION ALL SELECT from_fact, weight FROM links WHERE to_fact = ? "
+                "AND kind = 'causal'",
+                (fact_id, fact_id),
+            )
+        ]
+        lo = iso(when - timedelta(hours=max_hours))
+        hi = iso(when + timedelta(hours=max_hours))
+        for cond, args, order in (
+            ("event_time <= ? AND event_time >= ?", (when_text, lo), "DESC"),
+            ("event_time > ? AND event_time <= ?", (when_text, hi), "ASC"),
+        ):
+            for other, t in self.conn.execute(
+                f"SELECT id, event_time FROM facts WHERE bank_id = ? AND {cond} AND id != ? "
+                f"ORDER BY event_time {order} LIMIT ?",
+                (bank_id, *args, fact_id, limit),
+            ):
+                hours = abs((datetime.fromisoformat(t) - when).total_seconds()) / 3600
+                out.append((other, "temporal", max(floor, 1.0 - hours / 24.0)))
+        out.sort(key=lambda n: (-n[2], n[0]))
+        return out[:limit]
 
     def link_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM links").fetchone()[0]

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import apsw
+import numpy as np
 
 from memcli.store.types import content_hash, parse_iso
+from memcli.store.vectors import HALF, sign_bits, vector_table_sql
 
 # "mem" + schema family 1: set on every file mem creates, so a foreign SQLite file that
 # happens to have a user_version is never mistaken for a store.
@@ -182,5 +184,41 @@ def _v3(conn: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3]
+def _v4(conn: apsw.Connection) -> None:
+    """4: vec0 indexes each fact's sign bits and keeps its float vector as an auxiliary
+    column (store/vectors.py); temporal links are no longer stored but read from the time
+    index at query time (store/links.py), so the stored ones go."""
+    conn.execute("DELETE FROM links WHERE kind = 'temporal'")
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'fact_vec'").fetchone()
+    if row is None or "embedding_bits" in row[0]:
+        return
+    dim = int(conn.execute("SELECT value FROM meta WHERE key = 'embedding_dim'").fetchone()[0])
+    if dim % 8:
+        return  # bit vectors need whole bytes: such a table keeps the exact scan
+    # vec0 (0.1.9) cannot be renamed or altered: copy out, recreate, copy back.
+    conn.execute(
+        "CREATE TABLE fact_vec_v3(fact_id INTEGER PRIMARY KEY, bank_id, fact_type, embedding);"
+        "INSERT INTO fact_vec_v3 SELECT fact_id, bank_id, fact_type, embedding FROM fact_vec;"
+        "DROP TABLE fact_vec;"
+    )
+    conn.execute(vector_table_sql("fact_vec", dim))
+    # vec0 takes a bit vector only straight from vec_bit() (INSERT ... SELECT loses the
+    # value's subtype), so the rows go through Python.
+    rows = conn.execute(
+        "SELECT fact_id, bank_id, fact_type, embedding FROM fact_vec_v3 ORDER BY bank_id, fact_id"
+    )
+    conn.executemany(
+        "INSERT INTO fact_vec(fact_id, bank_id, fact_type, embedding_bits, embedding) "
+        "VALUES(?, ?, ?, vec_bit(?), ?)",
+        (
+            (fid, bank, ftype, sign_bits(vec), vec.astype(HALF).tobytes())
+            for fid, bank, ftype, vec in (
+                (r[0], r[1], r[2], np.frombuffer(r[3], dtype=np.float32)) for r in rows.fetchall()
+            )
+        ),
+    )
+    conn.execute("DROP TABLE fact_vec_v3")
+
+
+MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,5 +1,15 @@
 """Fact embeddings in one sqlite-vec table (cosine), partitioned by bank.
 
+Each row holds the float vector and its sign bits (bit[dim], 48 bytes for 384 dims). vec0
+has no index: a KNN query reads the whole bank, and its cost grows with k as well (a k of
+several hundred, what the semantic arm asks for, costs more than the scan itself). So a
+search reads the bank's sign bits straight from vec0's chunk tables (a few 48 KB blobs for
+100k facts; layout of sqlite-vec 0.1.9, checked when read, else vec0's own KNN is used),
+ranks them by Hamming distance in numpy, and ranks the best few times k candidates by the exact
+cosine of their float vectors, read by offset from vec0's float chunks. The scan of a bank is
+cached per connection until the file changes. Files from before the bits column (schema 3)
+get it in migration 4.
+
 Every bank records the embedder that made its vectors, by fingerprint (a hash of the model's
 weights, not its file name): vectors of two models in one bank would be silently meaningless,
 so a mismatch is an error that names the fix.
@@ -12,7 +22,37 @@ from typing import Any
 
 import numpy as np
 
-from memcli.store.types import StoreError, batched, marks
+from memcli.store.types import FACT_TYPES, StoreError, batched, marks
+
+# Candidates read from the bits per result wanted; measured on MiniLM over 30k real sentences
+# (bench/scale.py --check-prefilter): see prefilter_candidates.
+PREFILTER_FACTOR = 4
+PREFILTER_EXTRA = 64
+VEC0_MAX_K = 4096  # sqlite-vec refuses a larger k
+# Float vectors beside the bits are kept in half precision: half the bytes (a 384-dim
+# vector is 768 bytes, five rows to a 4 KB page instead of two), and a cosine moves by
+# about 1e-4, far below any difference recall ranks on.
+HALF = np.dtype("<f2")
+
+
+def vector_table_sql(name: str, dim: int) -> str:
+    """The vec0 table of fact vectors. With a dimension that is a multiple of 8: the sign
+    bits as the indexed vector (bit[dim], Hamming distance) and the float vector as an
+    auxiliary column (a plain rowid table inside vec0, so reading a few hundred of them by id
+    is a b-tree probe each), in half precision. Otherwise the float vector itself (single
+    precision), searched by exact cosine."""
+    head = (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
+        "fact_id INTEGER PRIMARY KEY, bank_id INTEGER PARTITION KEY, fact_type TEXT, "
+    )
+    if int(dim) % 8 == 0:
+        return head + f"embedding_bits bit[{int(dim)}], +embedding BLOB)"
+    return head + f"embedding float[{int(dim)}] distance_metric=cosine)"
+
+
+def prefilter_candidates(k: int) -> int:
+    """How many nearest by Hamming distance to rank by cosine, for k results."""
+    return min(VEC0_MAX_K, max(k * PREFILTER_FACTOR, k + PREFILTER_EXTRA))
 
 
 def same_model_name(recorded: str, name: str) -> bool:
@@ -20,6 +60,135 @@ def same_model_name(recorded: str, name: str) -> bool:
     Older versions recorded the file stem of the converted cache ("all-MiniLM-L6-v2-53aa51172d14
     -f16"), today's record the model's own name ("all-MiniLM-L6-v2")."""
     return recorded == name or recorded.startswith(name + "-")
+
+
+class BankScan:
+    """One bank's vectors as vec0 (0.1.9) keeps them: for every live row its fact id, chunk
+    and offset, its fact type, and its sign bits as 64-bit words (one row per word, so the
+    Hamming distance is a few vectorised passes)."""
+
+    def __init__(self, conn: Any, bank_id: int, dim: int) -> None:
+        self.dim = dim
+        self.conn = conn
+        nbytes = dim // 8
+        word_type = np.uint64 if nbytes % 8 == 0 else np.uint8
+        valid: list[np.ndarray] = []
+        ids: list[bytes] = []
+        bits: list[bytes] = []
+        cells: list[bytes] = []
+        for chunk_id, size, validity, rowids, vectors, meta in conn.execute(
+            "SELECT c.chunk_id, c.size, c.validity, c.rowids, b.vectors, m.data "
+            "FROM fact_vec_chunks c JOIN fact_vec_vector_chunks00 b ON b.rowid = c.chunk_id "
+            "JOIN fact_vec_metadatachunks00 m ON m.rowid = c.chunk_id "
+            "WHERE c.partition00 = ? ORDER BY c.chunk_id",
+            (bank_id,),
+        ):
+            if (
+                len(rowids) != 8 * size
+                or len(vectors) != size * nbytes
+                or len(meta) != 16 * size
+                or len(validity) * 8 < size
+            ):
+                raise _LayoutError(f"unexpected vec0 chunk layout in chunk {chunk_id}")
+            flags = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+            valid.append(flags[:size].astype(bool))
+            ids.append(rowids)
+            bits.append(vectors)
+            cells.append(meta)
+        live = np.concatenate(valid) if valid else np.zeros(0, dtype=bool)
+        self.ids = np.frombuffer(b"".join(ids), dtype="<i8")[live]
+        packed = np.frombuffer(b"".join(bits), dtype=np.uint8).reshape(-1, nbytes)[live]
+        # (words, rows): word w of every row is contiguous, for the Hamming passes.
+        self.words = np.ascontiguousarray(packed.view(word_type).T)
+        self.word_type = word_type
+        # A text metadata cell is an int32 length and the text's first 12 bytes; its first
+        # 8 bytes tell the fact types apart.
+        keys = np.frombuffer(b"".join(cells), dtype="<u8").reshape(-1, 2)[:, 0][live]
+        self.types = np.full(len(keys), -1, dtype=np.int8)
+        for code, name in enumerate(FACT_TYPES):
+            raw = len(name).to_bytes(4, "little") + name.encode()[:4].ljust(4, b"\0")
+            self.types[keys == int.from_bytes(raw, "little")] = code
+        if (self.types < 0).any():
+            raise _LayoutError("unexpected fact type in vec0 metadata")
+        self._order: np.ndarray | None = None
+        self._last: tuple[bytes, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def query_words(self, packed: bytes) -> np.ndarray:
+        return np.frombuffer(packed, dtype=np.uint8).view(self.word_type)
+
+    def hamming(self, query: np.ndarray) -> np.ndarray:
+        """Hamming distance of every row to the query's sign bits (the last query's kept:
+        the semantic arm asks once per fact type)."""
+        key = query.tobytes()
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        out = np.zeros(len(self.ids), dtype=np.uint16)
+        for w in range(self.words.shape[0]):
+            out += np.bitwise_count(self.words[w] ^ query[w])
+        self._last = (key, out)
+        return out
+
+    def floats(self, rows: np.ndarray) -> np.ndarray:
+        """The float vectors of these rows (vec0's auxiliary table, by fact id)."""
+        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        if not len(rows):
+            return out
+        ids = self.ids[rows].tolist()
+        found: dict[int, bytes] = {}
+        for batch in batched(ids):
+            found.update(
+                self.conn.execute(
+                    "SELECT rowid, value00 FROM fact_vec_auxiliary "
+                    f"WHERE rowid IN ({marks(len(batch))})",
+                    batch,
+                )
+            )
+        width = self.dim * 2
+        for i, fid in enumerate(ids):
+            blob = found.get(fid)
+            if blob is None or len(blob) != width:
+                raise StoreError(f"fact {fid} has no float vector: the store is damaged")
+            out[i] = np.frombuffer(blob, dtype=HALF)
+        return out
+
+    def rows_of(self, fact_ids: Sequence[int]) -> dict[int, int]:
+        """fact id -> row, for the ids this bank holds."""
+        if self._order is None:
+            self._order = np.argsort(self.ids, kind="stable")
+        wanted = np.asarray(list(fact_ids), dtype=np.int64)
+        if not len(wanted) or not len(self.ids):
+            return {}
+        sorted_ids = self.ids[self._order]
+        pos = np.searchsorted(sorted_ids, wanted)
+        pos = np.minimum(pos, len(sorted_ids) - 1)
+        hit = sorted_ids[pos] == wanted
+        return {int(f): int(self._order[p]) for f, p, h in zip(wanted, pos, hit) if h}
+
+
+class _LayoutError(Exception):
+    """vec0's storage is not laid out as this code reads it (another sqlite-vec)."""
+
+
+def _smallest(values: np.ndarray, pool: np.ndarray, n: int) -> np.ndarray:
+    """The n members of pool (row numbers) with the smallest values, in no order."""
+    if len(pool) <= n:
+        return pool
+    part = np.argpartition(values[pool], n - 1)[:n]
+    return pool[part]
+
+
+def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix) * float(np.dot(query, query)))
+    return (matrix @ query) / np.maximum(norms, 1e-12)
+
+
+def sign_bits(vec: np.ndarray) -> bytes:
+    """The sign bits of a vector exactly as vec0's vec_quantize_binary makes them (element
+    > 0 -> 1, least significant bit first)."""
+    return np.packbits(np.asarray(vec) > 0, bitorder="little").tobytes()
 
 
 class VectorsMixin:
@@ -38,11 +207,7 @@ class VectorsMixin:
         that it is the one the bank was made with). Call inside atomic()."""
         have_dim = self.vector_dim()
         if have_dim is None:
-            self.conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS fact_vec USING vec0("
-                "fact_id INTEGER PRIMARY KEY, bank_id INTEGER PARTITION KEY, fact_type TEXT, "
-                f"embedding float[{int(dim)}] distance_metric=cosine)"
-            )
+            self.conn.execute(vector_table_sql("fact_vec", dim))
             self.set_meta("embedding_dim", str(dim))  # type: ignore[attr-defined]
             self.set_meta("embedder", name)  # type: ignore[attr-defined]
         elif have_dim != dim:
@@ -88,10 +253,36 @@ class VectorsMixin:
             is not None
         )
 
+    def _decode(self, blob: bytes) -> np.ndarray:
+        """A stored float vector: half precision beside the bits, else single."""
+        if self.has_vector_bits():
+            return np.frombuffer(blob, dtype=HALF).astype(np.float32)
+        return np.frombuffer(blob, dtype=np.float32)
+
+    def has_vector_bits(self) -> bool:
+        """True when fact_vec carries the sign-bit column (the prefilter)."""
+        cached = getattr(self, "_vector_bits", None)
+        if cached is None:
+            sql = self.conn.execute(
+                "SELECT sql FROM sqlite_master WHERE name = 'fact_vec'"
+            ).fetchone()
+            cached = bool(sql and "embedding_bits" in sql[0])
+            if sql is not None:  # the table only ever gains the column by a migration
+                self._vector_bits = cached
+        return cached
+
     def add_vector(self, fact_id: int, bank_id: int, fact_type: str, embedding: Any) -> None:
+        vec = np.asarray(embedding, dtype=np.float32)
+        if self.has_vector_bits():
+            self.conn.execute(
+                "INSERT INTO fact_vec(fact_id, bank_id, fact_type, embedding_bits, embedding) "
+                "VALUES(?, ?, ?, vec_bit(?), ?)",
+                (fact_id, bank_id, fact_type, sign_bits(vec), vec.astype(HALF).tobytes()),
+            )
+            return
         self.conn.execute(
             "INSERT INTO fact_vec(fact_id, bank_id, fact_type, embedding) VALUES(?, ?, ?, ?)",
-            (fact_id, bank_id, fact_type, np.asarray(embedding, dtype=np.float32).tobytes()),
+            (fact_id, bank_id, fact_type, vec.tobytes()),
         )
 
     def delete_vectors(self, fact_ids: Sequence[int]) -> None:
@@ -111,43 +302,202 @@ class VectorsMixin:
                 batch,
             ).fetchall()
             self.conn.execute(f"DELETE FROM fact_vec WHERE fact_id IN ({m})", batch)
-            self.conn.executemany(
-                "INSERT INTO fact_vec(fact_id, bank_id, fact_type, embedding) VALUES(?, ?, ?, ?)",
-                [(fid, bank_id, ftype, blob) for fid, ftype, blob in rows],
-            )
+            for fid, ftype, blob in rows:
+                self.add_vector(fid, bank_id, ftype, self._decode(blob))
 
-    def vectors_for(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    def vectors_for(
+        self, fact_ids: Sequence[int], bank_id: int | None = None
+    ) -> dict[int, np.ndarray]:
+        """Float vectors of these facts (of one bank, when given: read by offset, fast)."""
         out: dict[int, np.ndarray] = {}
         if not self.has_vectors():
+            return out
+        scan = self._bank_scan(bank_id) if bank_id is not None else None
+        if scan is not None:
+            rows = scan.rows_of(fact_ids)
+            if rows:
+                matrix = scan.floats(np.fromiter(rows.values(), dtype=np.int64))
+                out.update(zip(rows, matrix))
             return out
         for batch in batched(list(fact_ids)):
             for fid, blob in self.conn.execute(
                 f"SELECT fact_id, embedding FROM fact_vec WHERE fact_id IN ({marks(len(batch))})",
                 batch,
             ):
-                out[fid] = np.frombuffer(blob, dtype=np.float32)
+                out[fid] = self._decode(blob)
         return out
+
+    def _bank_scan(self, bank_id: int) -> BankScan | None:
+        """The bank's vectors read from vec0's chunks, cached until the file changes (another
+        connection's commit moves data_version, this one's writes move total_changes).
+        None when the table has no bits or is not laid out as BankScan reads it."""
+        if not self.has_vector_bits():
+            return None
+        if getattr(self, "_scan_layout_ok", None) is None:
+            row = self.conn.execute(
+                "SELECT value FROM fact_vec_info WHERE key = 'CREATE_VERSION'"
+            ).fetchone()
+            self._scan_layout_ok = bool(row and row[0] == "v0.1.9")
+        if not self._scan_layout_ok:
+            return None
+        state = (
+            self.conn.execute("PRAGMA data_version").fetchone()[0],
+            self.conn.total_changes(),
+        )
+        cache = self.__dict__.setdefault("_scans", {})
+        hit = cache.get(bank_id)
+        if hit is not None and hit[0] == state:
+            return hit[1]
+        try:
+            scan = BankScan(self.conn, bank_id, self.vector_dim() or 0)
+        except _LayoutError:
+            self._scan_layout_ok = False
+            return None
+        cache[bank_id] = (state, scan)
+        return scan
 
     def nearest(
         self, bank_id: int, vec: np.ndarray, k: int, fact_type: str | None = None
     ) -> list[tuple[int, float]]:
-        """The k facts of the bank nearest to vec as (fact id, cosine), best first."""
+        """The k facts of the bank nearest to vec as (fact id, cosine), best first.
+
+        The prefilter_candidates(k) nearest by Hamming distance of the sign bits, ranked by
+        exact cosine (BankScan); vec0's exact KNN when the bits cannot be read."""
         if not self.has_vectors() or k <= 0:
             return []
-        blob = np.asarray(vec, dtype=np.float32).tobytes()
+        query = np.asarray(vec, dtype=np.float32)
+        scan = self._bank_scan(bank_id)
+        if scan is None:
+            return self._vec0_nearest(bank_id, query, k, fact_type)
+        if not len(scan):
+            return []
+        distances = scan.hamming(scan.query_words(sign_bits(query)))
         if fact_type is None:
-            rows = self.conn.execute(
-                "SELECT fact_id, distance FROM fact_vec WHERE embedding MATCH ? AND k = ? "
-                "AND bank_id = ?",
-                (blob, k, bank_id),
-            )
+            pool = np.arange(len(scan))
         else:
+            pool = np.flatnonzero(scan.types == FACT_TYPES.index(fact_type))
+        picked = _smallest(distances, pool, prefilter_candidates(k))
+        if not len(picked):
+            return []
+        cosines = _cosines(scan.floats(picked), query)
+        order = np.argsort(-cosines, kind="stable")[:k]
+        return [(int(scan.ids[picked[i]]), float(cosines[i])) for i in order]
+
+    def _vec0_nearest(
+        self, bank_id: int, query: np.ndarray, k: int, fact_type: str | None
+    ) -> list[tuple[int, float]]:
+        """vec0's own KNN: over the sign bits then exact cosine, or over the floats."""
+        type_cond = "" if fact_type is None else " AND fact_type = ?"
+        type_arg = () if fact_type is None else (fact_type,)
+        blob = query.tobytes()
+        if not self.has_vector_bits():
             rows = self.conn.execute(
                 "SELECT fact_id, distance FROM fact_vec WHERE embedding MATCH ? AND k = ? "
-                "AND bank_id = ? AND fact_type = ?",
-                (blob, k, bank_id, fact_type),
+                f"AND bank_id = ?{type_cond}",
+                (blob, min(k, VEC0_MAX_K), bank_id, *type_arg),
             )
-        return [(fid, 1.0 - distance) for fid, distance in rows]
+            return [(fid, 1.0 - distance) for fid, distance in rows]
+        rows = self.conn.execute(
+            "SELECT fact_id, embedding FROM fact_vec WHERE embedding_bits MATCH vec_bit(?) "
+            "AND k = ? "
+            f"AND bank_id = ?{type_cond}",
+            (sign_bits(query), prefilter_candidates(k), bank_id, *type_arg),
+        ).fetchall()
+        if not rows:
+            return []
+        matrix = np.stack([self._decode(r[1]) for r in rows])
+        cosines = _cosines(matrix, query)
+        order = np.argsort(-cosines, kind="stable")[:k]
+        return [(rows[i][0], float(cosines[i])) for i in order]
+
+    def nearest_among(
+        self, bank_id: int, vec: np.ndarray, fact_ids: Sequence[int], k: int
+    ) -> list[tuple[int, float]]:
+        """The k of these facts (of one bank) nearest to vec, as (fact id, cosine), best
+        first: by the sign bits then exact cosine, so a wide time window of many thousand
+        facts costs a Hamming pass, not thousands of vector reads."""
+        query = np.asarray(vec, dtype=np.float32)
+        scan = self._bank_scan(bank_id)
+        if scan is None:
+            vectors = self.vectors_for(fact_ids)
+            scored = sorted(
+                ((f, float(_cosines(v[None, :], query)[0])) for f, v in vectors.items()),
+                key=lambda pair: -pair[1],
+            )
+            return scored[:k]
+        rows = scan.rows_of(fact_ids)
+        if not rows or k <= 0:
+            return []
+        pool = np.fromiter(rows.values(), dtype=np.int64, count=len(rows))
+        distances = scan.hamming(scan.query_words(sign_bits(query)))
+        picked = _smallest(distances, pool, prefilter_candidates(k))
+        cosines = _cosines(scan.floats(picked), query)
+        order = np.argsort(-cosines, kind="stable")[:k]
+        return [(int(scan.ids[picked[i]]), float(cosines[i])) for i in order]
+
+    def nearest_earlier(
+        self,
+        bank_ids: Sequence[int],
+        fact_ids: Sequence[int],
+        vectors: np.ndarray,
+        k: int,
+        exclude: set[int],
+        floor: float = -1.0,
+    ) -> list[list[tuple[int, float]]]:
+        """For each (fact id, vector): its k nearest facts with cosine >= floor among the
+        banks' facts with a smaller id and not in exclude, as (fact id, cosine), best first.
+        Retain's semantic links for one batch: each bank is read once, and the candidates'
+        floats once."""
+        if not len(fact_ids) or k <= 0:
+            return [[] for _ in fact_ids]
+        queries = np.asarray(vectors, dtype=np.float32).reshape(len(fact_ids), -1)
+        scans = [self._bank_scan(b) for b in bank_ids]
+        if any(scan is None for scan in scans):
+            out = []
+            for fid, vec in zip(fact_ids, queries):
+                found = [
+                    pair
+                    for b in bank_ids
+                    for pair in self.nearest(b, vec, k + 1 + min(len(exclude), k))
+                    if pair[0] < fid and pair[0] not in exclude and pair[1] >= floor
+                ]
+                found.sort(key=lambda pair: -pair[1])
+                out.append(found[:k])
+            return out
+        limit = prefilter_candidates(k)
+        excluded = np.fromiter(exclude, dtype=np.int64, count=len(exclude))
+        # per query: (scan index, candidate rows) by Hamming distance
+        picks: list[list[tuple[int, np.ndarray]]] = [[] for _ in fact_ids]
+        for si, scan in enumerate(scans):
+            if not len(scan):
+                continue
+            open_rows = ~np.isin(scan.ids, excluded) if len(excluded) else None
+            for qi, (fid, vec) in enumerate(zip(fact_ids, queries)):
+                mask = scan.ids < fid
+                if open_rows is not None:
+                    mask &= open_rows
+                pool = np.flatnonzero(mask)
+                if not len(pool):
+                    continue
+                distances = scan.hamming(scan.query_words(sign_bits(vec)))
+                picks[qi].append((si, _smallest(distances, pool, limit)))
+        # Each scan's candidate floats read once for the whole batch.
+        floats: list[tuple[np.ndarray, np.ndarray]] = []
+        for si, scan in enumerate(scans):
+            parts = [rows for pick in picks for s2, rows in pick if s2 == si]
+            rows = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            floats.append((rows, scan.floats(rows)))
+        out = []
+        for qi, query in enumerate(queries):
+            found: list[tuple[int, float]] = []
+            for si, rows in picks[qi]:
+                all_rows, matrix = floats[si]
+                cosines = _cosines(matrix[np.searchsorted(all_rows, rows)], query)
+                keep = cosines >= floor
+                found.extend(zip(scans[si].ids[rows[keep]].tolist(), cosines[keep].tolist()))
+            found.sort(key=lambda pair: -pair[1])
+            out.append(found[:k])
+        return out
 
     def bank_vectors(self, bank_id: int) -> tuple[np.ndarray, np.ndarray]:
         """All (ids, unit vectors) of one bank (re-embedding, export)."""
@@ -159,7 +509,7 @@ class VectorsMixin:
         ).fetchall()
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         vecs = (
-            np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dim)
+            np.stack([self._decode(r[1]) for r in rows])
             if rows
             else np.zeros((0, dim), dtype=np.float32)
         )

@@ -1,0 +1,294 @@
+"""Scale benchmark: one store grown to 10k, 30k and 100k facts from real chat text.
+
+    python bench/scale.py [--sizes 10000,30000,100000] [--imports-per-size 2,2,4]
+                          [--queries 20] [--batch-queries 40] [--raw-sample 1500]
+                          [--keep DIR]
+
+Text: the sentences of the user and assistant turns of LongMemEval's oracle split
+(../shared/datasets/longmemeval-oracle.json, ~100k distinct sentences, read from there), in
+session-date order; each sentence is one item, its session is its document, its speaker
+("user" / "assistant") its context, its time the session's date plus a minute per turn.
+
+The store grows by several imports (`mem retain --jsonl`, a process each): the first import
+into an empty file, every later one into the store the earlier ones built. At each size it
+prints:
+- retain facts/s of the imports that grew the store to that size, and the ratio to the raw
+  embedder (MiniLM `embed()` in batches of 64, in this process, right after the imports, on a
+  sample of the exact strings retain embeds for those items: text, speaker, date, lead-in);
+- cold recall: the whole `mem recall QUERY` process, p50 / p95 over --queries questions;
+- warm recall: `mem recall --batch` of n queries minus the same with 1 query, over n - 1;
+- store size (db + wal after a checkpoint) per fact, links per fact;
+- peak RSS of the retain processes and of the recall processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASET = (
+    Path(os.environ.get("MEM_DATASETS", str(ROOT.parent / "shared" / "datasets")))
+    / "longmemeval-oracle.json"
+)
+MEM = [sys.executable, "-m", "memcli"]
+BATCH = 64  # RetainSettings.batch_items: the raw embedder gets the same batches
+
+
+def load_sentences(path: Path) -> list[dict]:
+    """Distinct sentences of every distinct session, sessions in date order, as JSONL items."""
+    from memcli.split import sentences
+
+    data = json.loads(path.read_text())
+    sessions: dict[str, tuple[datetime, list]] = {}
+    for question in data:
+        for sid, date, turns in zip(
+            question["haystack_session_ids"],
+            question["haystack_dates"],
+            question["haystack_sessions"],
+        ):
+            if sid not in sessions:
+                # "2023/05/28 (Sun) 16:07"
+                when = datetime.strptime(date[:10] + date[-6:], "%Y/%m/%d %H:%M")
+                sessions[sid] = (when, turns)
+    seen: set[str] = set()
+    items: list[dict] = []
+    for sid, (when, turns) in sorted(sessions.items(), key=lambda kv: (kv[1][0], kv[0])):
+        for t, turn in enumerate(turns):
+            stamp = when + timedelta(minutes=t)
+            for s, sentence in enumerate(sentences(turn["content"])):
+                if sentence in seen:
+                    continue
+                seen.add(sentence)
+                items.append(
+                    {
+                        "id": f"{sid}:{t}:{s}",
+                        "text": sentence,
+                        "context": turn["role"],
+                        "timestamp": (stamp + timedelta(seconds=s)).isoformat(),
+                        "document_id": sid,
+                    }
+                )
+    return items
+
+
+def load_queries(path: Path, n: int, rng: random.Random) -> list[tuple[str, str]]:
+    """(question, its date as ISO) for n LongMemEval questions."""
+    data = json.loads(path.read_text())
+    picked = rng.sample(data, min(n, len(data)))
+    out = []
+    for q in picked:
+        d = q["question_date"]
+        when = datetime.strptime(d[:10] + d[-6:], "%Y/%m/%d %H:%M")
+        out.append((q["question"], when.isoformat()))
+    return out
+
+
+def run_timed(cmd: list[str]) -> tuple[float, int, str]:
+    """Run one process: (wall seconds, its own peak RSS in KB, stdout). Fails loudly."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode:
+            message = err.read().decode()[-2000:]
+            raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd[:8])}\n{message}")
+        return seconds, usage.ru_maxrss, out.read().decode()
+
+
+def embedded_texts(items: list[dict]) -> list[str]:
+    """The strings retain hands to the embedder for these items (same prepare, lead-ins)."""
+    from memcli.ingest import item_from_json
+    from memcli.retain import Retainer, embed_text, prepare_item
+    from memcli.settings import RetainSettings
+
+    settings = RetainSettings()
+    retainer = Retainer(None, "default", None, settings=settings)  # only its lead-in logic
+    texts: list[str] = []
+    for start in range(0, len(items), BATCH):
+        batch = [item_from_json(obj, {}) for obj in items[start : start + BATCH]]
+        pending = [p for item in batch for p in prepare_item(item, retainer.now, settings)]
+        for p, lead in zip(pending, retainer._lead_ins(pending)):
+            texts.append(embed_text(p.text, p.item.context, p.span, p.entity_names, lead))
+    return texts
+
+
+def raw_embed_rate(embedder, items: list[dict], sample: int, rng: random.Random) -> float:
+    """Items/s of the bare embedder on contiguous runs of these items' embedded strings."""
+    if sample <= 0 or not items:
+        return float("nan")
+    # Contiguous windows keep lead-ins as retain makes them.
+    windows = max(1, sample // 500)
+    picked: list[dict] = []
+    for _ in range(windows):
+        start = rng.randrange(0, max(1, len(items) - 500))
+        picked.extend(items[start : start + sample // windows])
+    texts = embedded_texts(picked)
+    t0 = time.perf_counter()
+    for start in range(0, len(texts), BATCH):
+        embedder.embed(texts[start : start + BATCH])
+    return len(texts) / (time.perf_counter() - t0) * (len(picked) / len(texts))
+
+
+def store_figures(db: Path) -> dict:
+    from memcli.store import Store
+
+    with Store(db) as store:
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        facts = store.fact_count()
+        links = store.link_count()
+    size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+    return {"facts": facts, "links": links, "bytes": size}
+
+
+def batch_run(folder: Path, db: Path, queries: list[tuple[str, str]]) -> tuple[float, int]:
+    """One `mem recall --batch` process over these queries: (wall seconds, peak RSS KB)."""
+    path = folder / f"batch{len(queries)}.jsonl"
+    with open(path, "w") as fh:
+        for i, (query, now) in enumerate(queries):
+            fh.write(json.dumps({"id": i, "query": query, "now": now}) + "\n")
+    seconds, rss, _ = run_timed([*MEM, "--db", str(db), "recall", "--batch", str(path)])
+    return seconds, rss
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,30000,100000")
+    parser.add_argument(
+        "--imports-per-size",
+        default="2,2,4",
+        help="imports that grow the store to each size (last value repeats)",
+    )
+    parser.add_argument("--queries", type=int, default=20, help="cold recall processes per size")
+    parser.add_argument("--batch-queries", type=int, default=40, help="queries in the warm batch")
+    parser.add_argument("--raw-sample", type=int, default=1500, help="items for the raw embedder")
+    parser.add_argument("--dataset", type=Path, default=DATASET)
+    parser.add_argument("--keep", type=Path, help="build the store in this folder and keep it")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    per_size = [int(s) for s in args.imports_per_size.split(",")]
+    rng = random.Random(args.seed)
+    items = load_sentences(args.dataset)
+    if sizes[-1] > len(items):
+        raise SystemExit(f"only {len(items)} distinct sentences; largest size {sizes[-1]}")
+    queries = load_queries(args.dataset, max(args.queries, args.batch_queries), rng)
+
+    from memcli.models.embedder import load_embedder
+
+    embedder = load_embedder()
+    embedder.embed(["warm up"])
+
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="mem-scale-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "scale.db"
+    for leftover in folder.glob("scale.db*"):
+        leftover.unlink()
+    env_note = f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()}"
+    print(f"# {len(items)} distinct sentences; store {db}; {env_note}", flush=True)
+
+    def whole_sessions(end: int) -> int:
+        """The first index at or after end that starts a new session: an import holds
+        whole sessions (a later import of the same document would replace it)."""
+        while 0 < end < len(items) and items[end]["document_id"] == items[end - 1]["document_id"]:
+            end += 1
+        return end
+
+    rows = []
+    done = 0
+    for index, size in enumerate(sizes):
+        imports = per_size[min(index, len(per_size) - 1)]
+        size = whole_sessions(size)
+        segment = items[done:size]
+        bounds = [
+            whole_sessions(done + round(i * len(segment) / imports)) - done
+            for i in range(imports + 1)
+        ]
+        retain_s = 0.0
+        retain_rss = 0
+        facts_before = store_figures(db)["facts"] if db.exists() else 0
+        for a, b in zip(bounds, bounds[1:]):
+            path = folder / "import.jsonl"
+            with open(path, "w") as fh:
+                for obj in segment[a:b]:
+                    fh.write(json.dumps(obj) + "\n")
+            cmd = [*MEM, "--db", str(db), "retain", "--jsonl", str(path)]
+            seconds, rss, _ = run_timed(cmd)
+            retain_s += seconds
+            retain_rss = max(retain_rss, rss)
+            print(f"  import {done + a}..{done + b}: {seconds:.1f}s", file=sys.stderr, flush=True)
+        figures = store_figures(db)
+        new_facts = figures["facts"] - facts_before
+        retain_rate = new_facts / retain_s
+        raw_rate = raw_embed_rate(embedder, segment, args.raw_sample, rng)
+        done = size
+
+        cold: list[float] = []
+        recall_rss = 0
+        for query, now in queries[: args.queries]:
+            seconds, rss, _ = run_timed([*MEM, "--db", str(db), "recall", query, "--now", now])
+            cold.append(seconds)
+            recall_rss = max(recall_rss, rss)
+
+        n = args.batch_queries
+        one = []
+        for _ in range(3):
+            seconds, rss = batch_run(folder, db, queries[:1])
+            one.append(seconds)
+            recall_rss = max(recall_rss, rss)
+        many, rss = batch_run(folder, db, queries[:n])
+        recall_rss = max(recall_rss, rss)
+        warm_ms = (many - statistics.median(one)) / (n - 1) * 1000
+        row = {
+            "size": size,
+            "facts": figures["facts"],
+            "imports": imports,
+            "retain_fps": retain_rate,
+            "raw_fps": raw_rate,
+            "ratio": retain_rate / raw_rate,
+            "cold_p50": statistics.median(cold),
+            "cold_p95": percentile(cold, 0.95),
+            "warm_ms": warm_ms,
+            "kb_per_fact": figures["bytes"] / 1024 / figures["facts"],
+            "links_per_fact": figures["links"] / figures["facts"],
+            "retain_rss_mb": retain_rss / 1024,
+            "recall_rss_mb": recall_rss / 1024,
+        }
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+
+    print(
+        f"{'size':>7} {'facts':>7} {'imp':>3} {'retain f/s':>10} {'raw f/s':>8} {'ratio':>6} "
+        f"{'cold p50 s':>10} {'cold p95 s':>10} {'warm ms/q':>9} {'KB/fact':>7} "
+        f"{'links/f':>7} {'RSS ret MB':>10} {'RSS rec MB':>10}"
+    )
+    for r in rows:
+        print(
+            f"{r['size']:>7} {r['facts']:>7} {r['imports']:>3} {r['retain_fps']:>10.1f} "
+            f"{r['raw_fps']:>8.1f} {r['ratio']:>6.2f} {r['cold_p50']:>10.2f} "
+            f"{r['cold_p95']:>10.2f} {r['warm_ms']:>9.1f} {r['kb_per_fact']:>7.2f} "
+            f"{r['links_per_fact']:>7.1f} {r['retain_rss_mb']:>10.0f} {r['recall_rss_mb']:>10.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
