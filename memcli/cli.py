@@ -23,7 +23,7 @@ from memcli.cliutil import (
     configured,
     fail,
     info,
-    load_embedder_or_fail,
+    load_bank_embedder_or_fail,
     open_store,
     state,
 )
@@ -162,6 +162,15 @@ def retain(
         int | None,
         typer.Option("--supersedes", help="This corrects fact ID: close its validity."),
     ] = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            metavar="NAME|PATH",
+            help="Embedding model: e5, minilm or a GGUF path. Default: $MEM_EMBEDDER, else the "
+            "bank's model, else for a new bank the one its text suits (mostly CJK: e5).",
+        ),
+    ] = None,
 ) -> None:
     """Remember text: split it into facts, find entities and dates, link and embed them."""
     from memcli.ingest import InputError, items_from_jsonl, items_from_text
@@ -207,7 +216,9 @@ def retain(
 
     store = open_store(create=True)
     try:
-        retainer = Retainer(store, state.bank, load_embedder_or_fail(), keep_stored=as_json, append=append)
+        item_texts = [item.text for item in items]
+        model = load_bank_embedder_or_fail(store, state.bank, embedder, item_texts)
+        retainer = Retainer(store, state.bank, model, keep_stored=as_json, append=append)
         retainer.summary.invalid = invalid
         with progress_mod.bar(len(items), "retaining") as advance:
             if supersedes is None:
@@ -227,6 +238,11 @@ def retain(
                 {"stored": summary.stored, "summary": _summary_json(summary)}, ensure_ascii=False
             )
         )
+    from memcli.models.choice import language_warning
+
+    warning = language_warning(model, item_texts, state.bank)
+    if warning:
+        info(f"mem: warning: {warning}")
     info(summary.line())
     if summary.interrupted:
         raise typer.Exit(130)
@@ -331,6 +347,15 @@ def recall(
         str | None,
         typer.Option("--as-of", help="Answer as the store stood at WHEN (before corrections)."),
     ] = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            metavar="NAME|PATH",
+            help="Embedding model (e5, minilm or a GGUF path). Default: $MEM_EMBEDDER, else "
+            "the model the bank was made with.",
+        ),
+    ] = None,
 ) -> None:
     """Recall the memories that best answer QUERY, sized to a token budget."""
     from memcli import render
@@ -370,10 +395,11 @@ def recall(
     store = open_store(create=False)
     model_cache: dict[str, Any] = {}
 
-    def embedder():
-        if "e" not in model_cache:
-            model_cache["e"] = load_embedder_or_fail()
-        return model_cache["e"]
+    def bank_model(bank: str):
+        """The bank's own embedder (or --embedder / MEM_EMBEDDER), loaded on first need."""
+        if bank not in model_cache:
+            model_cache[bank] = load_bank_embedder_or_fail(store, bank, embedder)
+        return model_cache[bank]
 
     cross = _load_reranker(reranker, not no_rerank)
     try:
@@ -385,11 +411,15 @@ def recall(
             except InputError as exc:
                 fail(str(exc))
             for request_id, bank, q, options in requests:
-                result = run_recall(store, bank, q, options, embedder=embedder, reranker=cross)
+                result = run_recall(
+                    store, bank, q, options, embedder=lambda b=bank: bank_model(b), reranker=cross
+                )
                 obj = {"id": request_id, **render.to_json_obj(result, trace)}
                 typer.echo(render.dumps(obj))
             return
-        result = run_recall(store, state.bank, query, base, embedder=embedder, reranker=cross)
+        result = run_recall(
+            store, state.bank, query, base, embedder=lambda: bank_model(state.bank), reranker=cross
+        )
     except (RecallError, StoreError) as exc:
         fail(str(exc))
     finally:
@@ -433,11 +463,13 @@ def stats(
     if as_json:
         typer.echo(json.dumps({**meta, "banks": rows}))
         return
-    typer.echo(f"{meta['db']}  (embedder: {meta['embedder'] or 'none yet'})")
+    typer.echo(meta["db"])
     for r in rows:
+        fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
         typer.echo(
             f"  {r['bank']}: {r['facts']} facts, {r['entities']} entities, {r['links']} links, "
-            f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
+            f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}, "
+            f"embedder {r['embedder'] or 'none yet'}{fp}"
         )
 
 

@@ -131,6 +131,9 @@ def trace_obj(result: RecallResult) -> dict[str, Any]:
         "candidates_per_arm": result.notes.get("candidates_per_arm"),
         "timings_ms": {k: round(v * 1000, 2) for k, v in result.timings.items()},
         "settings": result.notes.get("settings"),
+        "embedder": result.notes.get("embedder"),
+        "fusion_weights": result.notes.get("fusion_weights"),
+        "fusion_weights_reason": result.notes.get("fusion_weights_reason"),
         "ranked": [
             {
                 "id": c.fact_id,
@@ -188,6 +191,19 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
     )
     named = result.notes.get("speakers_named")
     lines.append(f"speakers named: {', '.join(named) if named else 'none'}")
+    emb = result.notes.get("embedder")
+    if emb:
+        fp = (emb["fingerprint"] or "")[:12]
+        lines.append(f"embedder: {emb['name']} ({fp}, languages {emb['languages'] or 'unknown'})")
+    else:
+        lines.append("embedder: none (no vector arm ran)")
+    weights = result.notes.get("fusion_weights") or {}
+    reason = result.notes.get("fusion_weights_reason")
+    lines.append(
+        "fusion weights: "
+        + ", ".join(f"{name} {w:g}" for name, w in weights.items())
+        + (f" ({reason})" if reason else "")
+    )
     kw = result.arms.get("keyword")
     if kw is not None:
         lines.append(f"keyword terms: {' '.join(kw.notes.get('terms', [])) or '(none)'}")

@@ -96,6 +96,7 @@ def recall(
         return out
 
     needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.has_vectors()
+    model: Any = None
     with ThreadPoolExecutor(max_workers=2) as pool:
         keyword_future = None
         if "keyword" in wanted:
@@ -109,7 +110,10 @@ def recall(
             from memcli.lifecycle import check_query_embedder
 
             check_query_embedder(store, bank_id, model)
-            ctx.query_vec = model.embed([query])[0]
+            # A query is embedded with the model's query rules (e5: "query: "), stored text
+            # with its passage rules; a plain embed() callable has only the one.
+            embed_query = getattr(model, "embed_query", None)
+            ctx.query_vec = embed_query(query) if embed_query else model.embed([query])[0]
             timings["embed"] = time.perf_counter() - t0
         # The graph arm expands the semantic hits, so semantic runs whenever either is wanted.
         sem = timed(semantic.run, ctx) if wanted & {"semantic", "graph"} else None
@@ -130,9 +134,13 @@ def recall(
     timings["arms"] = time.perf_counter() - started
 
     t0 = time.perf_counter()
-    candidates = fusion.fuse(
-        arms, settings.fusion, settings.rrf_k, settings.arm_weights, settings.score_weights
+    # Arm weights for this query: an arm known to be weak for it weighs less (fusion.py).
+    rules = getattr(model, "rules", None)
+    score_weights, weights_note = fusion.query_weights(
+        settings.score_weights, query, rules, settings
     )
+    rrf_weights, _ = fusion.query_weights(settings.arm_weights, query, rules, settings)
+    candidates = fusion.fuse(arms, settings.fusion, settings.rrf_k, rrf_weights, score_weights)
     facts = store.facts_by_id([c.fact_id for c in candidates], bank_id)
     candidates = [c for c in candidates if c.fact_id in facts]
     for c in candidates:
@@ -186,8 +194,26 @@ def recall(
             "candidates_per_arm": limit,
             "speakers_named": sorted(named),
             "settings": settings.to_json(),
+            "embedder": _embedder_note(model),
+            "fusion_weights": {
+                name: round((rrf_weights if settings.fusion == "rrf" else score_weights)[name], 4)
+                for name in arms
+            },
+            "fusion_weights_reason": weights_note,
         },
     )
+
+
+def _embedder_note(model: Any) -> dict[str, Any] | None:
+    """The query embedder for the trace: name, fingerprint and languages."""
+    if model is None:
+        return None
+    rules = getattr(model, "rules", None)
+    return {
+        "name": getattr(model, "name", type(model).__name__),
+        "fingerprint": getattr(model, "fingerprint", None),
+        "languages": getattr(rules, "languages", None),
+    }
 
 
 def _on_own_connection(store: Store, ctx: ArmContext, timed, fn) -> ArmResult:
