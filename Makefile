@@ -1,35 +1,50 @@
 # Two entry points (see README): `make demo` and `make test`. Both create .venv if missing.
+# Every step says what it does; pip's full output goes to .venv/install.log.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DB := $(CURDIR)/.demo/mem.db
+# pip's milestones only (what is being fetched, built, installed); the rest is in the log.
+PIP_STEPS := { grep --line-buffered -E '^ *(Collecting|Building wheel for|Installing collected|Successfully installed|ERROR)' | sed -u 's/^/    /' >&2 || true; }
 
-.PHONY: demo test install install-test lint bench clean
+.PHONY: demo test install install-test lint docs bench clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	@echo "==> creating the virtualenv $(VENV)" >&2
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install --quiet --upgrade pip
 
 install: $(BIN)/python
-	@echo "installing mem into $(VENV) (the first time compiles llama-cpp-python, ~10 min)" >&2
-	$(BIN)/pip install --quiet -e .
+	@echo "==> installing mem into $(VENV) (the first time pip compiles llama-cpp-python: ~10 min on 2 cores, then its wheel is cached); log: $(VENV)/install.log" >&2
+	@set -o pipefail; $(BIN)/pip install --progress-bar off -e . 2>&1 | tee $(VENV)/install.log | $(PIP_STEPS)
 
 install-test: $(BIN)/python
-	@echo "installing mem with test dependencies (the first time compiles llama-cpp-python, ~10 min)" >&2
-	$(BIN)/pip install --quiet -e '.[test]'
+	@echo "==> installing mem with test dependencies into $(VENV) (the first time pip compiles llama-cpp-python: ~10 min on 2 cores); log: $(VENV)/install.log" >&2
+	@set -o pipefail; $(BIN)/pip install --progress-bar off -e '.[test]' 2>&1 | tee $(VENV)/install.log | $(PIP_STEPS)
 
 demo: install
-	rm -rf .demo && mkdir -p .demo
-	$(BIN)/mem --db $(DEMO_DB) retain --jsonl memcli/data/sample.jsonl
+	@echo "==> retaining the built-in sample (Maya's notes) into .demo/mem.db; the first run converts the embedder once" >&2
+	@rm -rf .demo && mkdir -p .demo
+	@$(BIN)/mem --db $(DEMO_DB) retain --jsonl memcli/data/sample.jsonl
+	@echo "==> checking the store" >&2
+	@$(BIN)/mem --db $(DEMO_DB) doctor > /dev/null
 	@echo
-	@echo '$$ mem recall "What did Maya decide about the Lisbon trip last spring?" --now 2026-11-20 --trace'
+	@echo '$$ mem recall "What did Maya decide about the Lisbon trip last spring?" --now 2026-11-20 --limit 5 --trace'
 	@$(BIN)/mem --db $(DEMO_DB) recall "What did Maya decide about the Lisbon trip last spring?" \
 		--now 2026-11-20 --limit 5 --trace
+	@echo
+	@echo "==> mem is $(CURDIR)/$(BIN)/mem. To type plain 'mem': ln -s $(CURDIR)/$(BIN)/mem ~/.local/bin/mem (or pipx, see README)" >&2
 
 test: install-test
-	$(BIN)/ruff check memcli tests bench
-	$(BIN)/ruff format --check memcli tests bench
+	@echo "==> ruff, then the whole test suite" >&2
+	$(BIN)/ruff check memcli tests bench scripts
+	$(BIN)/ruff format --check memcli tests bench scripts
 	$(BIN)/python -m pytest -q
+
+# Completions and the man page from the CLI itself (tests/test_docs.py fails when stale).
+docs:
+	$(BIN)/python scripts/gen_docs.py
 
 bench: install
 	$(BIN)/python bench/speed.py

@@ -18,6 +18,7 @@ import typer
 from memcli import __version__
 from memcli.bench.command import bench as bench_command
 from memcli.commands import register_commands
+from memcli.helpstyle import add_examples, plain_value_names
 from memcli.cliutil import (
     Budget,
     configured,
@@ -180,7 +181,7 @@ def retain(
     try:
         when = parse_when(at) if at else None
     except ValueError as exc:
-        fail(f"--at: {exc}")
+        fail(f"--at: {exc}", 2)
     defaults: dict[str, Any] = {
         "timestamp": when,
         "context": context,
@@ -359,7 +360,7 @@ def recall(
 ) -> None:
     """Recall the memories that best answer QUERY, sized to a token budget."""
     from memcli import render
-    from memcli.recall import ARMS, RecallError, RecallOptions
+    from memcli.recall import ARMS, RecallError, RecallOptions, validate
     from memcli.recall import recall as run_recall
     from memcli.store import StoreError
     from memcli.timeparse import parse_when
@@ -387,11 +388,15 @@ def recall(
             min_score=min_score,
         )
     except ValueError as exc:
-        fail(f"--now: {exc}")
+        fail(f"--now: {exc}", 2)
+    try:
+        validate(base)  # a bad option value is a usage error (exit 2), found before any work
+    except RecallError as exc:
+        fail(str(exc), 2)
     try:
         base.as_of = parse_when(as_of) if as_of else None
     except ValueError as exc:
-        fail(f"--as-of: {exc}")
+        fail(f"--as-of: {exc}", 2)
     store = open_store(create=False)
     model_cache: dict[str, Any] = {}
 
@@ -481,6 +486,9 @@ app.command("bench")(bench_command)
 # Commands that live in their own modules (memcli/commands/); each module's register(app)
 # adds its commands. Their imports stay inside the commands, so start-up stays light.
 register_commands(app)
+# Value names instead of Python types, and an example per command, in every --help.
+plain_value_names()
+add_examples(app)
 
 
 def main() -> None:
