@@ -4,6 +4,9 @@ usage errors exit 2, and the completions and man page generated from the CLI are
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +60,101 @@ def test_usage_errors_exit_2_and_say_what_was_wrong(db_path):
         r = runner.invoke(app, ["--db", str(db_path), *args])
         assert r.exit_code == 2, (args, r.output)
         assert needle in r.stderr, (args, r.stderr)
+
+
+def load_gen_docs():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gen_docs"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_completions_and_man_page_are_current():
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr + "\nrun: python scripts/gen_docs.py"
+
+
+def test_check_fails_on_a_stale_file(tmp_path, monkeypatch):
+    gen = load_gen_docs()
+    outputs = {}
+    for key, path in gen.OUTPUTS.items():
+        copy = tmp_path / path.name
+        copy.write_text(path.read_text())
+        outputs[key] = copy
+    monkeypatch.setattr(gen, "OUTPUTS", outputs)
+    monkeypatch.setattr(gen, "ROOT", tmp_path)
+    assert gen.main(["--check"]) == 0
+    outputs["man"].write_text(outputs["man"].read_text().replace("mem recall", "mem recal"))
+    assert gen.main(["--check"]) == 1
+
+
+def every_command() -> list[str]:
+    return [" ".join(p) for p in command_paths() if p]
+
+
+@pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
+def test_man_page_renders_every_command_and_option():
+    r = subprocess.run(
+        ["man", "-l", str(ROOT / "man" / "mem.1")],
+        capture_output=True,
+        text=True,
+        env={"MANWIDTH": "100", "PATH": "/usr/bin:/bin", "MAN_KEEP_FORMATTING": ""},
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    page = re.sub(r".\x08", "", r.stdout)  # no overstrike bold
+    for name in every_command():
+        assert f"mem {name}" in page, name
+    for option in ("--max-tokens", "--budget", "--format", "--as-of", "--db", "--bank"):
+        assert option in page
+    for section in ("ENVIRONMENT", "EXIT STATUS", "MEM_THREADS", "MEM_CONFIG"):
+        assert section in page
+
+
+def bash_complete(*words: str) -> list[str]:
+    script = (
+        f"source {ROOT / 'completions' / 'mem.bash'}; "
+        'COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _mem; '
+        'printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    r = subprocess.run(
+        ["bash", "-c", script, "bash", *words], capture_output=True, text=True, cwd=ROOT
+    )
+    assert r.returncode == 0, r.stderr
+    return [x for x in r.stdout.splitlines() if x]
+
+
+def test_bash_completion_offers_commands_options_and_choices():
+    assert set(every_command()) >= {"retain", "recall", "mcp", "doctor", "config"}
+    top = bash_complete("mem", "")
+    assert {n.split()[0] for n in every_command()} == set(top)
+    assert bash_complete("mem", "recall", "--budget", "") == ["low", "mid", "high"]
+    assert bash_complete("mem", "recall", "--max-t") == ["--max-tokens"]
+    assert bash_complete("mem", "config", "") == ["path", "show", "set", "unset"]
+    assert bash_complete("mem", "models", "add", "--as", "") == ["embedder", "reranker"]
+    assert bash_complete("mem", "retain", "--file", "Makef") == ["Makefile"]
+
+
+@pytest.mark.parametrize("shell,flag,name", [("zsh", "-n", "_mem"), ("fish", "-n", "mem.fish")])
+def test_zsh_and_fish_completions_parse(shell, flag, name):
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    r = subprocess.run([shell, flag, str(ROOT / "completions" / name)], capture_output=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_fish_completion_offers_choices():
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed")
+    script = f"source {ROOT / 'completions' / 'mem.fish'}; complete -C 'mem recall --budget '"
+    r = subprocess.run(["fish", "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    assert sorted(line.split("\t")[0] for line in r.stdout.splitlines()) == ["high", "low", "mid"]
