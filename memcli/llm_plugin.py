@@ -12,6 +12,7 @@ line (llm shows them as "Could not load fragment ...").
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import llm
@@ -43,6 +44,10 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
             tokens_setting.value if tokens_setting.source != "default" else DEFAULT_FRAGMENT_TOKENS
         )
     override = settings.resolve("embedder").value
+    threads = settings.resolve("threads")
+    if threads.source.startswith("config"):
+        # llama.cpp's thread count is read from MEM_THREADS when the model loads.
+        os.environ.setdefault("MEM_THREADS", str(threads.value))
     with Store(db, create=False, readonly=True) as store:
         bank_id = store.require_bank(bank)
         recorded = store.bank_embedder(bank_id)[0]

@@ -42,9 +42,14 @@ class MemoryService:
         bank: str,
         embedder_name: str | None = None,
         reranker_path: str | None = None,
+        budget: str = "mid",
+        max_tokens: int = 4096,
     ) -> None:
         self.db = db
         self.bank = bank
+        # recall's defaults when a call gives none: the CLI's settings (memcli/config.py).
+        self.budget = budget
+        self.max_tokens = max_tokens
         self.embedder_name = embedder_name
         self.reranker_path = reranker_path
         self._lock = threading.Lock()
@@ -129,8 +134,8 @@ class MemoryService:
     def recall(
         self,
         query: str,
-        budget: str = "mid",
-        max_tokens: int = 4096,
+        budget: str | None = None,
+        max_tokens: int | None = None,
         limit: int | None = None,
         tags: list[str] | None = None,
         tags_match: str = "any",
@@ -144,8 +149,8 @@ class MemoryService:
         from memcli.timeparse import parse_when
 
         options = RecallOptions(
-            budget=budget,
-            max_tokens=max_tokens,
+            budget=budget or self.budget,
+            max_tokens=max_tokens or self.max_tokens,
             limit=limit,
             tags=tags or None,
             tags_match=tags_match,
@@ -292,11 +297,20 @@ def build_server(service: MemoryService) -> Any:
     def recall(
         query: Annotated[str, Field(description="A question or keywords.", min_length=1)],
         budget: Annotated[
-            Budget, Field(description="Candidates per arm: low 100, mid 300, high 1000.")
-        ] = "mid",
+            Budget | None,
+            Field(
+                description="Candidates per arm: low 100, mid 300, high 1000 (default: the "
+                "server's budget setting, else mid)."
+            ),
+        ] = None,
         max_tokens: Annotated[
-            int, Field(description="Token budget of the memories returned.", gt=0)
-        ] = 4096,
+            int | None,
+            Field(
+                description="Token budget of the memories returned (default: the server's "
+                "max_tokens setting, else 4096).",
+                gt=0,
+            ),
+        ] = None,
         limit: Annotated[int | None, Field(description="At most this many memories.", gt=0)] = None,
         tags: Annotated[list[str] | None, Field(description="Only memories with these tags.")] = (
             None
@@ -394,11 +408,8 @@ def build_server(service: MemoryService) -> Any:
     return server
 
 
-def serve(
-    db: Path, bank: str, embedder_name: str | None = None, reranker_path: str | None = None
-) -> None:
+def serve(service: MemoryService) -> None:
     """Serve MCP on stdin/stdout until the client closes the pipe."""
-    service = MemoryService(db, bank, embedder_name, reranker_path)
     try:
         build_server(service).run("stdio")
     finally:

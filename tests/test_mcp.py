@@ -18,11 +18,12 @@ from typer.testing import CliRunner
 from memcli.cli import app
 
 
-def server_params(db: Path, *extra: str) -> StdioServerParameters:
+def server_params(db: Path, *extra: str, **env_vars: str) -> StdioServerParameters:
     script = Path(sys.executable).with_name("mem")
     command, prefix = (str(script), []) if script.exists() else (sys.executable, ["-m", "memcli"])
     # The server inherits only a minimal environment from the SDK; pass what the models need.
     env = {k: v for k, v in os.environ.items() if k.startswith(("MEM_", "HOME", "XDG_"))}
+    env.update(env_vars)
     return StdioServerParameters(
         command=command, args=[*prefix, "--db", str(db), *extra, "mcp"], env=env
     )
@@ -74,7 +75,8 @@ def test_tools_retain_and_recall_match_the_cli(db_path):
     assert recall_schema["required"] == ["query"]
     for name in ("query", "budget", "max_tokens", "tags", "as_of"):
         assert name in recall_schema["properties"], name
-    assert recall_schema["properties"]["budget"]["enum"] == ["low", "mid", "high"]
+    budget = recall_schema["properties"]["budget"]
+    assert ["low", "mid", "high"] in [x.get("enum") for x in budget.get("anyOf", [budget])]
     assert tools["retain"].input_schema["required"] == ["text"]
 
     assert not out["retain"].is_error, text_of(out["retain"])
@@ -172,3 +174,21 @@ def test_list_and_forget_tools(db_path):
     assert out["forget"].structured_content["forgotten"] == [home_id]
     after = out["after"].structured_content["result"]
     assert [x["text"] for x in after] == ["Maya prefers aisle seats on flights."]
+
+
+def test_recall_defaults_come_from_the_settings(db_path, tmp_path):
+    async def session() -> Any:
+        params = server_params(
+            db_path, MEM_MAX_TOKENS="150", MEM_CONFIG=str(tmp_path / "none.toml")
+        )
+        async with Client(params) as client:
+            await client.call_tool("retain", {"text": "The boiler was serviced by Anton."})
+            return (
+                await client.call_tool("recall", {"query": "boiler"}),
+                await client.call_tool("recall", {"query": "boiler", "max_tokens": 90}),
+            )
+
+    by_setting, by_argument = run(session)
+    assert by_setting.structured_content["max_tokens"] == 150
+    assert by_setting.structured_content["budget"] == "mid"
+    assert by_argument.structured_content["max_tokens"] == 90

@@ -18,12 +18,15 @@ def mcp() -> None:
     from memcli import mcp_server
     from memcli.cliutil import configured
 
-    mcp_server.serve(
+    service = mcp_server.MemoryService(
         state.db,
         state.bank,
         embedder_name=configured("embedder"),
         reranker_path=configured("reranker"),
+        budget=configured("budget"),
+        max_tokens=configured("max_tokens"),
     )
+    mcp_server.serve(service)
 
 
 def register(app: typer.Typer) -> None:
