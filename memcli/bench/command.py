@@ -274,7 +274,13 @@ def bench(
     try:
         from memcli.models.embedder import load_embedder
 
-        embedder = load_embedder(os.environ.get("MEM_EMBEDDER") or None)
+        spec = os.environ.get("MEM_EMBEDDER") or None
+        if spec is None and isinstance(cases, list):
+            from memcli.models.choice import for_texts
+
+            # As retain chooses for a new bank: the embedder the dataset's text suits.
+            spec = for_texts(item.text for case in cases for item in case.items).spec
+        embedder = load_embedder(spec)
         cross = None
         if reranker_path:
             from memcli.models.reranker import load_reranker

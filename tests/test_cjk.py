@@ -1,0 +1,234 @@
+"""Chinese, Japanese and Korean memories end to end: script detection, the embedder a bank gets
+with no flags, keyword search over CJK, entity extraction that invents nothing, and fusion that
+weighs down an arm known to be weak for the query."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memcli import entities, fts, lang
+from memcli.cli import app
+from memcli.models import choice
+from memcli.models.embedder import KNOWN_RULES
+from memcli.recall import fusion
+from memcli.settings import RecallSettings
+from memcli.store import Store
+
+runner = CliRunner()
+
+ZH = [
+    "我家的猫叫豆豆，是一只橘猫，今年三岁了。",
+    "最近失眠，一直到凌晨两点才睡着，可能是咖啡喝多了。",
+    "季度报告的截止日期改到1月31日了，别忘了。",
+    "今天试了楼下新开的兰州拉面，牛肉给得很多，十八块一碗。",
+]
+JA = [
+    "うちの犬の名前はモモで、柴犬の女の子です。",
+    "ピアノ教室に通い始めた。先生は中村先生で、毎週水曜日の夜。",
+]
+KO = [
+    "우리 집 고양이 이름은 나비이고, 하얀 페르시안 고양이다.",
+    "드럼 학원에 등록했다. 선생님은 박 선생님이고 매주 토요일 오후 수업.",
+]
+
+
+def mem(db: Path, *args: str, env: dict | None = None):
+    return runner.invoke(app, ["--db", str(db), *args], env={"MEM_EMBEDDER": None, **(env or {})})
+
+
+def retain_items(db: Path, texts: list[str], *args: str):
+    """Each text its own item (positional texts would be joined into one)."""
+    jsonl = db.with_suffix(".jsonl")
+    jsonl.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts))
+    return mem(db, "retain", *args, "--jsonl", str(jsonl))
+
+
+def bank_embedder(db: Path, bank: str = "default") -> str | None:
+    with Store(db) as s:
+        return s.bank_embedder(s.require_bank(bank))[0]
+
+
+# -- scripts -------------------------------------------------------------------------------
+
+
+def test_scripts_and_cjk_share() -> None:
+    assert [lang.script_of(c) for c in "猫かカ고a1 。"] == [
+        "han",
+        "kana",
+        "kana",
+        "hangul",
+        "latin",
+        None,
+        None,
+        None,
+    ]
+    assert lang.cjk_share("") == 0.0 and lang.cjk_share("Hello, world!") == 0.0
+    assert lang.cjk_share("我家的猫") == 1.0
+    # letters only: digits and punctuation say nothing; "Q3 预算" is 1 Latin letter of 3
+    assert lang.cjk_share("Q3 预算 2024!") == pytest.approx(2 / 3)
+    assert lang.is_mostly_cjk(ZH + JA + KO) and not lang.is_mostly_cjk(["Lunch at noon", "猫"])
+    assert [lang.cjk_language(t) for t in (ZH[0], JA[0], KO[0], "Paris")] == [
+        "zh",
+        "ja",
+        "ko",
+        None,
+    ]
+    assert lang.cjk_language("漢字とかな") == "ja"  # Japanese writes Han too
+
+
+# -- the embedder a bank gets -----------------------------------------------------------------
+
+
+def test_choice_rules() -> None:
+    assert choice.for_texts(ZH).spec == "multilingual-e5-small"
+    assert choice.for_texts(["Lunch is at noon.", "王伟 said hi"]).spec == "all-MiniLM-L6-v2"
+    assert choice.for_bank(None, "e5", ["English"]).reason == "explicit"
+    assert choice.for_bank("multilingual-e5-small", None, ["English"]).spec == (
+        "multilingual-e5-small"
+    )
+    # recorded by an older version as the converted file's stem
+    assert choice.for_bank("all-MiniLM-L6-v2-53aa51172d14-f16", None).spec == "all-MiniLM-L6-v2"
+    with pytest.raises(Exception, match="--embedder PATH"):
+        choice.for_bank("my-own-model", None)
+
+
+def test_new_chinese_bank_gets_e5_and_recall_uses_it_with_no_flags(tmp_path: Path) -> None:
+    db = tmp_path / "mem.db"
+    rows = [{"text": t, "timestamp": f"2024-03-0{i + 1}T10:00:00"} for i, t in enumerate(ZH)]
+    jsonl = tmp_path / "zh.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    r = mem(db, "retain", "--jsonl", str(jsonl))
+    assert r.exit_code == 0, r.stderr
+    assert "warning" not in r.stderr
+    assert bank_embedder(db) == "multilingual-e5-small"
+    r = mem(db, "recall", "我晚上睡不着", "--trace", "--limit", "1", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert obj["results"][0]["text"] == ZH[1]
+    assert obj["trace"]["embedder"]["name"] == "multilingual-e5-small"
+    r = mem(db, "recall", "我晚上睡不着", "--trace")
+    assert "embedder: multilingual-e5-small" in r.stdout
+    # cross-lingual: an English question finds the Chinese memory
+    r = mem(db, "recall", "what is my cat called", "--limit", "1", "--format", "json")
+    assert json.loads(r.stdout)["results"][0]["text"] == ZH[0]
+    # stats shows the bank's embedder
+    r = mem(db, "stats")
+    assert "embedder multilingual-e5-small" in r.stdout
+
+
+def test_english_bank_keeps_minilm_and_warns_when_cjk_arrives(tmp_path: Path) -> None:
+    db = tmp_path / "mem.db"
+    assert mem(db, "retain", "Lunch is at noon on Fridays.").exit_code == 0
+    assert bank_embedder(db) == "all-MiniLM-L6-v2"
+    r = retain_items(db, ZH[:2])
+    assert r.exit_code == 0, r.stderr
+    warning = [line for line in r.stderr.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "mem --bank default reembed --embedder e5" in warning[0]
+    assert bank_embedder(db) == "all-MiniLM-L6-v2"  # a warning, not a silent switch
+    # a mostly-English batch says nothing
+    r = mem(db, "retain", "Met 王伟 for the Q3 budget review.")
+    assert r.exit_code == 0 and "warning" not in r.stderr
+
+
+def test_explicit_embedder_overrides_the_choice(tmp_path: Path) -> None:
+    db = tmp_path / "mem.db"
+    r = mem(db, "--bank", "notes", "retain", "--embedder", "minilm", ZH[0])
+    assert r.exit_code == 0, r.stderr
+    assert bank_embedder(db, "notes") == "all-MiniLM-L6-v2"
+    r = mem(db, "--bank", "en", "retain", "Lunch is at noon.", env={"MEM_EMBEDDER": "e5"})
+    assert r.exit_code == 0, r.stderr
+    assert bank_embedder(db, "en") == "multilingual-e5-small"
+    # each bank is recalled with its own model, in one --batch
+    batch = tmp_path / "q.jsonl"
+    batch.write_text(
+        json.dumps({"id": "a", "query": "猫叫什么", "bank": "notes"}, ensure_ascii=False)
+        + "\n"
+        + json.dumps({"id": "b", "query": "lunch time", "bank": "en"})
+        + "\n"
+    )
+    r = mem(db, "recall", "--batch", str(batch), "--trace")
+    assert r.exit_code == 0, r.stderr
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    names = {o["id"]: o["trace"]["embedder"]["name"] for o in lines}
+    assert names == {"a": "all-MiniLM-L6-v2", "b": "multilingual-e5-small"}
+    r = mem(db, "retain", "--embedder", "no-such-model.gguf", "x")
+    assert r.exit_code == 1 and r.stderr.startswith("mem: error: ")
+
+
+# -- keyword search ------------------------------------------------------------------------
+
+
+def test_query_terms_for_cjk() -> None:
+    assert fts.query_terms("名字") == ["名", "字", "名字"]
+    assert fts.query_terms("猫叫什么", "bigram") == ["猫叫", "叫什", "什么"]
+    assert fts.query_terms("猫叫什么", "unigram") == ["猫", "叫", "什", "么"]
+    assert fts.query_terms("猫叫什么", "trigram") == ["猫叫什", "叫什么"]
+    # kana and Hangul are CJK runs too; Latin words around them stay words
+    assert fts.query_terms("モモ和Mochi", "bigram") == ["モモ", "モ和", "mochi"]
+    assert fts.query_terms("이름이 뭐야", "bigram") == ["이름", "름이", "뭐야"]
+    with pytest.raises(ValueError):
+        fts.query_terms("x", "jieba")
+    # FTS5 syntax in a CJK query is plain text
+    expr = fts.match_expression(fts.query_terms('猫" OR 狗* AND (鱼'))
+    assert expr == '"猫" OR "狗" OR "鱼"'
+
+
+def test_keyword_arm_finds_chinese_japanese_and_korean_words(tmp_path: Path) -> None:
+    db = tmp_path / "mem.db"
+    assert retain_items(db, ZH + JA + KO, "--embedder", "minilm").exit_code == 0
+    for query, expected in [
+        ("兰州拉面多少钱", "兰州拉面"),
+        ("失眠", "失眠"),
+        ("モモの犬種", "柴犬"),
+        ("ピアノの先生", "中村先生"),
+        ("고양이 이름이 뭐야", "나비"),
+        ("드럼 선생님", "박 선생님"),
+        ('"截止日期" AND *', "截止日期"),
+    ]:
+        r = mem(db, "recall", query, "--arms", "keyword", "--limit", "1")
+        assert r.exit_code == 0, r.stderr
+        assert expected in r.stdout, (query, r.stdout)
+
+
+def test_no_entities_invented_from_cjk_text() -> None:
+    for text in ZH + JA + KO:
+        assert entities.extract_entities(text) == [], text
+    assert entities.extract_entities("Met 王伟 and Maya Chen in 東京") == ["Maya Chen"]
+
+
+# -- fusion weights --------------------------------------------------------------------------
+
+
+def test_fusion_weights_drop_the_weak_arm_for_a_cjk_query() -> None:
+    s = RecallSettings()
+    en, multi = KNOWN_RULES["all-MiniLM-L6-v2"], KNOWN_RULES["multilingual-e5-small"]
+    same, reason = fusion.query_weights(s.score_weights, "where is the kayak", en, s)
+    assert same == s.score_weights and reason is None
+    weights, reason = fusion.query_weights(s.score_weights, "我的猫叫什么", en, s)
+    assert weights["semantic"] == pytest.approx(s.cjk_weak_embedder_factor)
+    assert weights["keyword"] == s.score_weights["keyword"] and "English-only" in reason
+    weights, reason = fusion.query_weights(s.score_weights, "我的猫叫什么", multi, s)
+    assert weights["semantic"] == s.score_weights["semantic"]
+    assert weights["keyword"] == pytest.approx(s.cjk_keyword_factor)
+    # a half-CJK query moves half as far; an embedder of unknown languages changes nothing
+    weights, _ = fusion.query_weights(s.score_weights, "cat 猫", en, s)
+    assert weights["semantic"] == pytest.approx(1 - 0.25 * (1 - s.cjk_weak_embedder_factor))
+    unknown = type(en)()
+    assert fusion.query_weights(s.score_weights, "我的猫", unknown, s)[1] is None
+
+
+def test_trace_shows_the_weights_used(tmp_path: Path) -> None:
+    db = tmp_path / "mem.db"
+    assert retain_items(db, ZH, "--embedder", "minilm").exit_code == 0
+    r = mem(db, "recall", "猫叫什么名字", "--trace")
+    assert r.exit_code == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("fusion weights:"))
+    assert "semantic 0.25" in line and "English-only embedder" in line
+    r = mem(db, "recall", "猫叫什么名字", "--format", "json", "--trace")
+    trace = json.loads(r.stdout)["trace"]
+    assert trace["fusion_weights"]["semantic"] == pytest.approx(0.25)
+    assert trace["embedder"]["languages"] == "en"
