@@ -57,7 +57,8 @@ def _text(raw: Any) -> str:
 
 
 def _path(raw: Any) -> str:
-    return str(Path(_text(raw)).expanduser())
+    """A file path, absolute (a relative one in the config file would move with the cwd)."""
+    return str(Path(_text(raw)).expanduser().absolute())
 
 
 def _model(raw: Any) -> str:

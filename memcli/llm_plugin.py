@@ -62,6 +62,9 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
             RecallOptions(budget=budget, max_tokens=max_tokens),
             embedder=embedder,
         )
+    if not result.results:
+        # Say so: an empty fragment would leave the model guessing from its own knowledge.
+        return f'No memories relevant to "{query}" were found (as of {result.now.date()}).'
     return render.to_text(result, decorate=False)
 
 

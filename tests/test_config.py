@@ -162,3 +162,11 @@ def test_models_shows_the_bank_model_and_no_reranker(cfg, db):
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith("embedder  all-MiniLM-L6-v2  (bank 'default' was made with it")
     assert "reranker  none" in r.stdout
+
+
+def test_a_relative_path_is_stored_absolute(cfg, tmp_path, monkeypatch):
+    import tomllib
+
+    monkeypatch.chdir(tmp_path)
+    assert mem("config", "set", "db", "notes/mem.db").exit_code == 0
+    assert tomllib.loads(cfg.read_text())["db"] == str(tmp_path / "notes" / "mem.db")

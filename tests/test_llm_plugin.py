@@ -89,3 +89,11 @@ def test_tool_lets_the_model_search_memory(memories):
     (result,) = second["tool_results"]
     assert result["name"] == "mem_recall"
     assert "The boiler was serviced by Anton." in result["output"]
+
+
+def test_no_match_tells_the_model_so(memories):
+    r = llm(memories, "-m", "echo", "--no-log", "-f", "mem:zzqx", "What is zzqx?")
+    assert r.returncode == 0, r.stderr
+    prompt = json.loads(r.stdout)["prompt"]
+    assert prompt.startswith('No memories relevant to "zzqx" were found')
+    assert prompt.rstrip().endswith("What is zzqx?")
