@@ -985,7 +985,8 @@ def extract_fact_time(text: str, mentioned_at: datetime) -> TimeSpan | None:
     """
     if not text:
         return None
-    return _scan(text, to_utc_naive(mentioned_at), query=False)
+    anchor = to_utc_naive(mentioned_at)
+    return _scan(text, anchor, query=False) or _scan_cjk(text, anchor)
 
 
 def parse_query_window(query: str, now: datetime) -> TimeSpan | None:
@@ -1001,7 +1002,16 @@ def parse_query_window(query: str, now: datetime) -> TimeSpan | None:
     """
     if not query:
         return None
-    return _scan(query, to_utc_naive(now), query=True)
+    anchor = to_utc_naive(now)
+    return _scan(query, anchor, query=True) or _scan_cjk(query, anchor)
+
+
+def _scan_cjk(text: str, anchor: datetime) -> TimeSpan | None:
+    """Chinese, Japanese and Korean date words (memcli/timeparse_cjk.py), when the English
+    scan found nothing."""
+    from memcli.timeparse_cjk import scan_cjk
+
+    return scan_cjk(text, anchor)
 
 
 # -- parse_when -------------------------------------------------------------------------------

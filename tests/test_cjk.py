@@ -232,3 +232,79 @@ def test_trace_shows_the_weights_used(tmp_path: Path) -> None:
     trace = json.loads(r.stdout)["trace"]
     assert trace["fusion_weights"]["semantic"] == pytest.approx(0.25)
     assert trace["embedder"]["languages"] == "en"
+
+
+# -- dates -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text,start,end",
+    [
+        ("2024年4月1日开始戒咖啡", "2024-04-01", "2024-04-02"),
+        ("2024년 4월 1일", "2024-04-01", "2024-04-02"),
+        ("2024年3月的账单", "2024-03-01", "2024-04-01"),
+        ("上周三我做了什么？", "2024-04-03", "2024-04-04"),  # 2024-04-14 is a Sunday
+        ("上个星期五", "2024-04-05", "2024-04-06"),
+        ("上周一起吃饭", "2024-04-01", "2024-04-08"),  # 一起 is "together", not Monday
+        ("先週の土曜日は何をした？", "2024-04-06", "2024-04-07"),
+        ("来週", "2024-04-15", "2024-04-22"),
+        ("다음 주", "2024-04-15", "2024-04-22"),
+        ("지난주 금요일에", "2024-04-05", "2024-04-06"),
+        ("지난 수요일", "2024-04-10", "2024-04-11"),
+        ("昨天", "2024-04-13", "2024-04-14"),
+        ("어제", "2024-04-13", "2024-04-14"),
+        ("下个月", "2024-05-01", "2024-06-01"),
+        ("去年", "2023-01-01", "2024-01-01"),
+        ("3天前", "2024-04-11", "2024-04-12"),
+        ("三个月前", "2024-01-01", "2024-02-01"),
+        ("2週間前", "2024-03-25", "2024-04-01"),
+        ("3일 전", "2024-04-11", "2024-04-12"),
+    ],
+)
+def test_cjk_dates(text: str, start: str, end: str) -> None:
+    from datetime import datetime
+
+    from memcli.timeparse import extract_fact_time, parse_query_window
+
+    now = datetime(2024, 4, 14, 10)
+    for span in (parse_query_window(text, now), extract_fact_time(text, now)):
+        assert span is not None, text
+        assert (span.start.date().isoformat(), span.end.date().isoformat()) == (start, end)
+
+
+def test_numbers_without_calendar_words_are_not_dates() -> None:
+    from datetime import datetime
+
+    from memcli.timeparse import parse_query_window
+
+    now = datetime(2024, 4, 14)
+    for text in (
+        "地铁二号线",
+        "十八块一碗",
+        "我们有3个人",
+        "5층에 있다",
+        "2024个苹果",
+        "日本の会社",
+    ):
+        assert parse_query_window(text, now) is None, text
+
+
+def test_temporal_arm_runs_for_a_chinese_query(tmp_path: Path) -> None:
+    db = tmp_path / "mem.db"
+    rows = [
+        {"text": "给爸爸转了五千块做手术的费用。", "timestamp": "2024-04-03T13:20:00"},
+        {"text": "参加了王伟的订婚宴。", "timestamp": "2024-04-06T22:30:00"},
+        {"text": "开始学吉他。", "timestamp": "2024-02-01T19:00:00"},
+    ]
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    assert mem(db, "retain", "--jsonl", str(jsonl)).exit_code == 0
+    r = mem(db, "recall", "上周三我做了什么？", "--now", "2024-04-14T10:00:00", "--trace")
+    assert r.exit_code == 0, r.stderr
+    assert "time window: 2024-04-03" in r.stdout
+    obj = json.loads(
+        mem(
+            db, "recall", "上周三我做了什么？", "--now", "2024-04-14T10:00", "--format", "json"
+        ).stdout
+    )
+    assert obj["results"][0]["text"] == rows[0]["text"]
