@@ -22,6 +22,8 @@ from memcli.store.search import filter_sql
 from memcli.store.types import Fact, StoreError, batched, iso, marks
 
 # Rows fetched per query when streaming (list, export): memory stays bounded at any size.
+# Paged reads walk the primary key (`+bank_id` keeps SQLite from choosing a bank index and
+# sorting the whole bank for every page).
 PAGE = 500
 
 # Export columns of each table, in file order. A fact's event_time and content_hash are
@@ -334,9 +336,11 @@ class LifecycleMixin:
             ).fetchone()[0]
             for table in ("documents", "chunks", "entities", "facts")
         }
+        # CROSS JOIN fixes the order (facts of the bank, their links by primary key, the
+        # other end by id): without statistics SQLite may pair every fact with every fact.
         out["links"] = self.conn.execute(
-            "SELECT count(*) FROM links l JOIN facts a ON a.id = l.from_fact "
-            "JOIN facts b ON b.id = l.to_fact WHERE a.bank_id = ? AND b.bank_id = ?",
+            "SELECT count(*) FROM facts a CROSS JOIN links l ON l.from_fact = a.id "
+            "CROSS JOIN facts b ON b.id = l.to_fact WHERE a.bank_id = ? AND b.bank_id = ?",
             (bank_id, bank_id),
         ).fetchone()[0]
         return out
@@ -351,7 +355,7 @@ class LifecycleMixin:
         last = -1
         while True:
             rows = self.conn.execute(
-                f"SELECT {', '.join(columns)} FROM {table} WHERE bank_id = ? AND id > ? "
+                f"SELECT {', '.join(columns)} FROM {table} WHERE +bank_id = ? AND id > ? "
                 "ORDER BY id LIMIT ?",
                 (bank_id, last, PAGE),
             ).fetchall()
@@ -384,7 +388,7 @@ class LifecycleMixin:
             rows = self.conn.execute(
                 f"SELECT {', '.join('f.' + c for c in FACT_EXPORT_COLUMNS)}, "
                 "x.entities, x.lead_in FROM facts f LEFT JOIN fact_fts x ON x.rowid = f.id "
-                "WHERE f.bank_id = ? AND f.id > ? ORDER BY f.id LIMIT ?",
+                "WHERE +f.bank_id = ? AND f.id > ? ORDER BY f.id LIMIT ?",
                 (bank_id, last, PAGE),
             ).fetchall()
             if not rows:
@@ -400,14 +404,10 @@ class LifecycleMixin:
                     entity_ids.setdefault(fid, []).append(eid)
             blobs: dict[int, bytes] = {}
             if vectors:
-                for batch in batched(ids):
-                    blobs.update(
-                        self.conn.execute(
-                            "SELECT fact_id, embedding FROM fact_vec "
-                            f"WHERE fact_id IN ({marks(len(batch))})",
-                            batch,
-                        )
-                    )
+                # Through VectorsMixin: it knows how the table stores them (float32, or half
+                # precision beside sign bits); the file always holds float32.
+                for fid, vec in self.vectors_for(ids).items():  # type: ignore[attr-defined]
+                    blobs[fid] = np.asarray(vec, dtype="<f4").tobytes()
             n = len(FACT_EXPORT_COLUMNS)
             for row in rows:
                 rec = {
@@ -423,20 +423,27 @@ class LifecycleMixin:
             last = rows[-1][0]
 
     def export_links(self, bank_id: int) -> Iterator[tuple[int, int, str, float]]:
-        """Links whose both ends are facts of the bank, ordered by (from, to, kind)."""
-        last = (-1, -1, "")
+        """Links whose both ends are facts of the bank, ordered by (from, to, kind): the
+        bank's facts a page at a time, each page's outgoing links by the primary key."""
+        last = -1
         while True:
-            rows = self.conn.execute(
-                "SELECT l.from_fact, l.to_fact, l.kind, l.weight FROM links l "
-                "JOIN facts a ON a.id = l.from_fact JOIN facts b ON b.id = l.to_fact "
-                "WHERE a.bank_id = ? AND b.bank_id = ? AND (l.from_fact, l.to_fact, l.kind) > "
-                "(?, ?, ?) ORDER BY l.from_fact, l.to_fact, l.kind LIMIT ?",
-                (bank_id, bank_id, *last, PAGE),
-            ).fetchall()
-            if not rows:
+            ids = [
+                r[0]
+                for r in self.conn.execute(
+                    "SELECT id FROM facts WHERE +bank_id = ? AND id > ? ORDER BY id LIMIT ?",
+                    (bank_id, last, PAGE),
+                )
+            ]
+            if not ids:
                 return
-            yield from rows
-            last = rows[-1][:3]
+            yield from self.conn.execute(
+                "SELECT l.from_fact, l.to_fact, l.kind, l.weight FROM links l "
+                "CROSS JOIN facts b ON b.id = l.to_fact "
+                f"WHERE l.from_fact IN ({marks(len(ids))}) AND b.bank_id = ? "
+                "ORDER BY l.from_fact, l.to_fact, l.kind",
+                (*ids, bank_id),
+            ).fetchall()
+            last = ids[-1]
 
     # -- import (rows as exported; call inside atomic()) ---------------------------------
 
@@ -548,7 +555,7 @@ class LifecycleMixin:
         rows = self.conn.execute(
             "SELECT f.id, f.text, f.context, f.occurred_start, f.occurred_end, x.lead_in "
             "FROM facts f LEFT JOIN fact_fts x ON x.rowid = f.id "
-            f"WHERE f.bank_id = ? AND f.id > ?{staged} ORDER BY f.id LIMIT ?",
+            f"WHERE +f.bank_id = ? AND f.id > ?{staged} ORDER BY f.id LIMIT ?",
             (bank_id, after_id, limit),
         ).fetchall()
         spellings: dict[int, list[list[str]]] = {}
@@ -576,7 +583,7 @@ class LifecycleMixin:
         if not self._has_table("reembed_staging"):
             return 0
         return self.conn.execute(
-            "SELECT count(*) FROM reembed_staging s JOIN facts f ON f.id = s.fact_id "
+            "SELECT count(*) FROM reembed_staging s CROSS JOIN facts f ON f.id = s.fact_id "
             "WHERE s.bank_id = ?",
             (bank_id,),
         ).fetchone()[0]
@@ -622,7 +629,7 @@ class LifecycleMixin:
         while True:
             rows = self.conn.execute(
                 "SELECT s.fact_id, f.fact_type, s.embedding FROM reembed_staging s "
-                "JOIN facts f ON f.id = s.fact_id WHERE s.bank_id = ? AND s.fact_id > ? "
+                "CROSS JOIN facts f ON f.id = s.fact_id WHERE s.bank_id = ? AND s.fact_id > ? "
                 "ORDER BY s.fact_id LIMIT ?",
                 (bank_id, last, PAGE),
             ).fetchall()
