@@ -192,3 +192,67 @@ def test_recall_defaults_come_from_the_settings(db_path, tmp_path):
     assert by_setting.structured_content["max_tokens"] == 150
     assert by_setting.structured_content["budget"] == "mid"
     assert by_argument.structured_content["max_tokens"] == 90
+
+
+def test_protocol_errors_on_the_wire_and_the_server_keeps_serving(db_path):
+    """Raw JSON-RPC, as a client in another language would speak it: malformed requests get
+    JSON-RPC errors, and the same server answers the next request."""
+    import select
+    import subprocess
+    import time
+
+    params = server_params(db_path)
+    proc = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, **(params.env or {})},
+    )
+
+    def send(obj: Any) -> None:
+        line = obj if isinstance(obj, str) else json.dumps(obj)
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+
+    def reply(request_id: int) -> dict:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if ready:
+                msg = json.loads(proc.stdout.readline())
+                if msg.get("id") == request_id:
+                    return msg
+        raise AssertionError(f"no reply to request {request_id}")
+
+    try:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            }
+        )
+        assert reply(1)["result"]["serverInfo"]["name"] == "mem"
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {}})
+        assert reply(2)["error"]["code"] == -32602  # invalid params: no tool name
+        send({"jsonrpc": "2.0", "id": 3, "method": "no/such/method"})
+        assert reply(3)["error"]["code"] == -32601  # method not found
+        send("this is not JSON")
+        call = {"name": "recall", "arguments": {"query": "x", "max_tokens": "lots"}}
+        send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call})
+        assert reply(4)["result"]["isError"] is True
+        send({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+        names = {t["name"] for t in reply(5)["result"]["tools"]}
+        assert {"retain", "recall", "list", "forget"} <= names
+    finally:
+        proc.stdin.close()
+        code = proc.wait(timeout=60)
+    assert code == 0  # the client closing stdin ends the server cleanly
