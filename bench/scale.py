@@ -93,8 +93,9 @@ def load_queries(path: Path, n: int, rng: random.Random) -> list[tuple[str, str]
     return out
 
 
-def run_timed(cmd: list[str]) -> tuple[float, int, str]:
-    """Run one process: (wall seconds, its own peak RSS in KB, stdout). Fails loudly."""
+def run_timed(cmd: list[str]) -> tuple[float, int, str, float]:
+    """Run one process: (wall seconds, its own peak RSS in KB, stdout, CPU seconds: user +
+    system, all threads). Fails loudly."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
@@ -106,7 +107,8 @@ def run_timed(cmd: list[str]) -> tuple[float, int, str]:
         if proc.returncode:
             message = err.read().decode()[-2000:]
             raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd[:8])}\n{message}")
-        return seconds, usage.ru_maxrss, out.read().decode()
+        cpu = usage.ru_utime + usage.ru_stime
+        return seconds, usage.ru_maxrss, out.read().decode(), cpu
 
 
 def embedded_texts(items: list[dict]) -> list[str]:
@@ -126,10 +128,13 @@ def embedded_texts(items: list[dict]) -> list[str]:
     return texts
 
 
-def raw_embed_rate(embedder, items: list[dict], sample: int, rng: random.Random) -> float:
-    """Items/s of the bare embedder on contiguous runs of these items' embedded strings."""
+def raw_embed_rate(
+    embedder, items: list[dict], sample: int, rng: random.Random
+) -> tuple[float, float]:
+    """Items/s of the bare embedder on contiguous runs of these items' embedded strings:
+    (per wall second, per CPU second of this process)."""
     if sample <= 0 or not items:
-        return float("nan")
+        return float("nan"), float("nan")
     # Contiguous windows keep lead-ins as retain makes them.
     windows = max(1, sample // 500)
     picked: list[dict] = []
@@ -138,9 +143,13 @@ def raw_embed_rate(embedder, items: list[dict], sample: int, rng: random.Random)
         picked.extend(items[start : start + sample // windows])
     texts = embedded_texts(picked)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for start in range(0, len(texts), BATCH):
         embedder.embed(texts[start : start + BATCH])
-    return len(texts) / (time.perf_counter() - t0) * (len(picked) / len(texts))
+    per_item = len(picked) / len(texts)  # rates in items, like retain's facts per item
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    return len(texts) / wall * per_item, len(texts) / cpu * per_item
 
 
 def store_figures(db: Path) -> dict:
@@ -154,14 +163,14 @@ def store_figures(db: Path) -> dict:
     return {"facts": facts, "links": links, "bytes": size}
 
 
-def batch_run(folder: Path, db: Path, queries: list[tuple[str, str]]) -> tuple[float, int]:
-    """One `mem recall --batch` process over these queries: (wall seconds, peak RSS KB)."""
+def batch_run(folder: Path, db: Path, queries: list[tuple[str, str]]) -> tuple[float, int, float]:
+    """One `mem recall --batch` process over these queries: (wall s, peak RSS KB, CPU s)."""
     path = folder / f"batch{len(queries)}.jsonl"
     with open(path, "w") as fh:
         for i, (query, now) in enumerate(queries):
             fh.write(json.dumps({"id": i, "query": query, "now": now}) + "\n")
-    seconds, rss, _ = run_timed([*MEM, "--db", str(db), "recall", "--batch", str(path)])
-    return seconds, rss
+    seconds, rss, _, cpu = run_timed([*MEM, "--db", str(db), "recall", "--batch", str(path)])
+    return seconds, rss, cpu
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -224,40 +233,50 @@ def main() -> None:
             for i in range(imports + 1)
         ]
         retain_s = 0.0
+        retain_cpu = 0.0
         retain_rss = 0
+        load_before = os.getloadavg()[0]
         facts_before = store_figures(db)["facts"] if db.exists() else 0
         for a, b in zip(bounds, bounds[1:]):
+            if b <= a:
+                continue
             path = folder / "import.jsonl"
             with open(path, "w") as fh:
                 for obj in segment[a:b]:
                     fh.write(json.dumps(obj) + "\n")
             cmd = [*MEM, "--db", str(db), "retain", "--jsonl", str(path)]
-            seconds, rss, _ = run_timed(cmd)
+            seconds, rss, _, cpu = run_timed(cmd)
             retain_s += seconds
+            retain_cpu += cpu
             retain_rss = max(retain_rss, rss)
             print(f"  import {done + a}..{done + b}: {seconds:.1f}s", file=sys.stderr, flush=True)
         figures = store_figures(db)
         new_facts = figures["facts"] - facts_before
         retain_rate = new_facts / retain_s
-        raw_rate = raw_embed_rate(embedder, segment, args.raw_sample, rng)
+        raw_rate, raw_cpu_rate = raw_embed_rate(embedder, segment, args.raw_sample, rng)
         done = size
 
         cold: list[float] = []
+        cold_cpu: list[float] = []
         recall_rss = 0
         for query, now in queries[: args.queries]:
-            seconds, rss, _ = run_timed([*MEM, "--db", str(db), "recall", query, "--now", now])
+            seconds, rss, _, cpu = run_timed([*MEM, "--db", str(db), "recall", query, "--now", now])
             cold.append(seconds)
+            cold_cpu.append(cpu)
             recall_rss = max(recall_rss, rss)
 
         n = args.batch_queries
         one = []
+        one_cpu = []
         for _ in range(3):
-            seconds, rss = batch_run(folder, db, queries[:1])
+            seconds, rss, cpu = batch_run(folder, db, queries[:1])
             one.append(seconds)
+            one_cpu.append(cpu)
             recall_rss = max(recall_rss, rss)
-        many, rss = batch_run(folder, db, queries[:n])
+        many, rss, many_cpu = batch_run(folder, db, queries[:n])
         recall_rss = max(recall_rss, rss)
         warm_ms = (many - statistics.median(one)) / (n - 1) * 1000
+        warm_cpu_ms = (many_cpu - statistics.median(one_cpu)) / (n - 1) * 1000
         row = {
             "size": size,
             "facts": figures["facts"],
@@ -265,6 +284,12 @@ def main() -> None:
             "retain_fps": retain_rate,
             "raw_fps": raw_rate,
             "ratio": retain_rate / raw_rate,
+            "retain_fps_cpu": new_facts / retain_cpu,
+            "raw_fps_cpu": raw_cpu_rate,
+            "ratio_cpu": new_facts / retain_cpu / raw_cpu_rate,
+            "cold_cpu_p50": statistics.median(cold_cpu),
+            "warm_cpu_ms": warm_cpu_ms,
+            "load": (load_before, os.getloadavg()[0]),
             "cold_p50": statistics.median(cold),
             "cold_p95": percentile(cold, 0.95),
             "warm_ms": warm_ms,
@@ -277,16 +302,28 @@ def main() -> None:
         print(json.dumps(row), file=sys.stderr, flush=True)
 
     print(
-        f"{'size':>7} {'facts':>7} {'imp':>3} {'retain f/s':>10} {'raw f/s':>8} {'ratio':>6} "
+        f"{'size':>7} {'facts':>7} {'retain f/s':>10} {'raw f/s':>8} {'ratio':>6} "
         f"{'cold p50 s':>10} {'cold p95 s':>10} {'warm ms/q':>9} {'KB/fact':>7} "
         f"{'links/f':>7} {'RSS ret MB':>10} {'RSS rec MB':>10}"
     )
     for r in rows:
         print(
-            f"{r['size']:>7} {r['facts']:>7} {r['imports']:>3} {r['retain_fps']:>10.1f} "
+            f"{r['size']:>7} {r['facts']:>7} {r['retain_fps']:>10.1f} "
             f"{r['raw_fps']:>8.1f} {r['ratio']:>6.2f} {r['cold_p50']:>10.2f} "
             f"{r['cold_p95']:>10.2f} {r['warm_ms']:>9.1f} {r['kb_per_fact']:>7.2f} "
             f"{r['links_per_fact']:>7.1f} {r['retain_rss_mb']:>10.0f} {r['recall_rss_mb']:>10.0f}"
+        )
+    print("per CPU second (user + system of the processes; the same figures on a busy machine):")
+    print(
+        f"{'size':>7} {'retain f/cpu-s':>14} {'raw f/cpu-s':>11} {'ratio':>6} "
+        f"{'cold cpu p50 s':>14} {'warm cpu ms/q':>13} {'load avg':>13}"
+    )
+    for r in rows:
+        load = f"{r['load'][0]:.1f}..{r['load'][1]:.1f}"
+        print(
+            f"{r['size']:>7} {r['retain_fps_cpu']:>14.1f} {r['raw_fps_cpu']:>11.1f} "
+            f"{r['ratio_cpu']:>6.2f} {r['cold_cpu_p50']:>14.2f} {r['warm_cpu_ms']:>13.1f} "
+            f"{load:>13}"
         )
 
 

@@ -7,6 +7,7 @@ into our cache under the name tiktoken looks for and let tiktoken load it from t
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import importlib.resources
@@ -177,8 +178,11 @@ def preload() -> None:
         threading.Thread(target=_load_quietly, name="mem-tiktoken", daemon=True).start()
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def count_tokens(text: str) -> int:
-    """Tokens in text as an OpenAI-style model counts them (special markers count as text)."""
+    """Tokens in text as an OpenAI-style model counts them (special markers count as text).
+    Remembered per text: a `--batch` of recalls counts the same popular memories again and
+    again against each query's budget."""
     if not text:
         return 0
     return len(get_encoding().encode_ordinary(text))

@@ -15,6 +15,7 @@ from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsMixin
 from memcli.store.health import HealthMixin
 from memcli.store.lifecycle import LifecycleMixin
 from memcli.store.links import LinksMixin
+from memcli.store.readers import ReaderPoolMixin
 from memcli.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from memcli.store.search import SearchMixin
 from memcli.store.types import (
@@ -43,6 +44,7 @@ class Store(
     SearchMixin,
     LifecycleMixin,
     HealthMixin,
+    ReaderPoolMixin,
     StoreBase,
 ):
     """A connection to one mem store. Use as a context manager; write inside atomic()."""
