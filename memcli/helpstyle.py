@@ -59,7 +59,12 @@ def _plain(label: str | None) -> str | None:
 
 def plain_value_names() -> None:
     """Show value names (TEXT, INTEGER, PATH, [a|b]) instead of Python types, and none after
-    a flag. Idempotent."""
+    a flag; with NO_COLOR, plain help with no styling at all (rich would still print bold and
+    dim). Idempotent."""
+    import os
+
+    if os.environ.get("NO_COLOR"):
+        typer.core.HAS_RICH = False  # read by typer each time it formats help
     for cls in (typer.core.TyperOption, typer.core.TyperArgument):
         if getattr(cls.display_type, "_mem_plain", False):
             continue
