@@ -162,3 +162,26 @@ def test_fish_completion_offers_choices():
     r = subprocess.run(["fish", "-c", script], capture_output=True, text=True)
     assert r.returncode == 0 and not r.stderr, r.stderr
     assert sorted(line.split("\t")[0] for line in r.stdout.splitlines()) == ["high", "low", "mid"]
+
+
+def test_the_readme_way_onto_path_works(tmp_path, db_path):
+    """README: `ln -s "$PWD/.venv/bin/mem" ~/.local/bin/mem` gives a plain `mem` anywhere
+    (the venv's script names its own interpreter, so no activation is needed)."""
+    script = Path(sys.executable).with_name("mem")
+    if not script.exists():
+        pytest.skip("mem is not installed as a script next to this python")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mem").symlink_to(script)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(Path.home()), "NO_COLOR": "1"}
+    r = subprocess.run(["mem", "--version"], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("mem ")
+    r = subprocess.run(
+        ["mem", "--db", str(db_path), "doctor", "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
