@@ -88,7 +88,9 @@ def main_options(
     state.settings = None
     state.sources = {}
     if ctx.invoked_subcommand == "config":
-        # `mem config` must work to repair a broken config file: it resolves nothing here.
+        # `mem config` must work to repair a broken config file: it resolves nothing here,
+        # only keeps the global flags for `mem config show`.
+        state.flags = {"db": str(db) if db else None, "bank": bank}
         return
     state.db = Path(configured("db", str(db) if db else None)).expanduser()
     state.bank = configured("bank", bank)

@@ -27,9 +27,13 @@ class State:
     # configured(), with its source, for --trace.
     settings: Any = None
     sources: dict[str, Any]
+    # The global flags as given (None: not given), for commands that resolve settings
+    # themselves (`mem config show`).
+    flags: dict[str, Any]
 
     def __init__(self) -> None:
         self.sources = {}
+        self.flags = {}
 
 
 state = State()

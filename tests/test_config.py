@@ -170,3 +170,10 @@ def test_a_relative_path_is_stored_absolute(cfg, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert mem("config", "set", "db", "notes/mem.db").exit_code == 0
     assert tomllib.loads(cfg.read_text())["db"] == str(tmp_path / "notes" / "mem.db")
+
+
+def test_show_reports_the_global_flags(cfg, tmp_path):
+    r = mem("--db", str(tmp_path / "x.db"), "--bank", "work", "config", "show", "--json")
+    shown = json.loads(r.stdout)["settings"]
+    assert shown["db"] == {"value": str(tmp_path / "x.db"), "source": "flag", "env": "MEM_DB"}
+    assert shown["bank"]["source"] == "flag" and shown["bank"]["value"] == "work"

@@ -42,11 +42,12 @@ def show(
 
     Example:  MEM_BUDGET=high mem config show
     """
+    from memcli.cliutil import state
     from memcli.config import KEYS, ConfigError, Settings
 
     try:
         settings = Settings()
-        resolved = settings.all()
+        resolved = {k: settings.resolve(k, state.flags.get(k)) for k in KEYS}
     except ConfigError as exc:
         fail(str(exc))
     if as_json:
