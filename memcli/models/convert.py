@@ -34,6 +34,9 @@ RULE_KEYS = {
     "passage_prefix": "memcli.passage_prefix",
     "normalization": "memcli.normalization",
     "languages": "memcli.languages",
+    # base64 of little-endian float32: subtracted from every pooled vector before L2
+    # normalisation (see e5.py: e5's vectors share one large common direction).
+    "center": "memcli.center",
 }
 
 _ST_DTYPES: dict[str, Any] = {

