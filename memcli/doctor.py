@@ -112,6 +112,17 @@ def store_checks(store: Any) -> list[Check]:
         )
     else:
         out.append(Check("orphan rows", OK, "no orphan links, entity rows, tags or entities"))
+    abandoned = store.abandoned_staging_banks()
+    out.append(
+        Check(
+            "interrupted imports",
+            WARN,
+            f"{len(abandoned)} staging banks left by killed retains (invisible to recall; the "
+            "next retain removes them)",
+        )
+        if abandoned
+        else Check("interrupted imports", OK, "no staging banks left behind")
+    )
     return out
 
 
