@@ -40,8 +40,12 @@ _TABLE_OF = {"document": "documents", "chunk": "chunks", "entity": "entities", "
 EMBED_BATCH = 256
 
 
+# One encoder for every line: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(obj)
 
 
 # -- export -------------------------------------------------------------------------------

@@ -86,8 +86,11 @@ def _write_lines(lines: Iterable[str]) -> None:
         out.write("\n")
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)  # built once, not per line
+
+
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False)
+    return _ENCODER.encode(obj)
 
 
 def _json_array(objs: Iterable[Any]) -> Iterator[str]:
