@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from rapidfuzz.distance import DamerauLevenshtein
 
@@ -93,16 +94,18 @@ _SEASONS = {"spring", "summer", "autumn", "fall", "winter"}
 _SEASON_CONTEXT = {"last", "this", "next", "in", "during", "the", "of", "early", "late", "mid"}
 _ARTICLES = {"the", "a", "an"}
 
-# Capitalised sentence starters that are ordinary words: English function words (pronouns,
-# determiners, prepositions, conjunctions, auxiliaries and modals, with their contractions),
-# interjections and chat fillers, discourse adverbs, number words, and the common verbs and
-# adjectives a sentence or an imperative opens with. General English, not taken from any
-# dataset: topic nouns ("Pottery", "Yoga") are not here, so they can become entities at the
-# start of a sentence, which costs a little precision and no recall. Only consulted for the
-# first word of a sentence (mid-sentence capitals are names: "I met Will"), so a name that is
-# also a common word ("Will", "Hope") is lost only at the start of a sentence. Names that are
-# common words ("Mark", "Grace", "Rose", "Max", "Bill") are deliberately left out.
-_STARTERS = frozenset(
+# Capitalised sentence starters that are ordinary words. Only consulted for the first word of
+# a sentence (mid-sentence capitals are names: "I met Will"), so a name that is also a common
+# word ("Will", "Hope") is lost only at the start of a sentence. Two sources:
+# - the English list of stopwords-iso (https://github.com/stopwords-iso, MIT; the
+#   `stopwordsiso` package), a general list of 1,298 function and very common words, read
+#   lazily by _starters(); its two-letter country and unit codes ("uk", "us", "cm") and the
+#   given names it holds ("Bill", "Don", "Ed", "Al", "Jo", "Mo") are left out;
+# - _OPENERS below: what such lists leave out and a chat often opens with, in general English:
+#   interjections and fillers ("Haha", "Wow", "Congrats"), evaluative words ("Awesome",
+#   "Sadly") and the common verbs of an imperative or a dropped subject ("Check", "Loved it").
+#   Names that are common words ("Mark", "Grace", "Rose", "Max") are deliberately left out.
+_OPENERS = frozenset(
     """
     a about above absolutely according across actually add added additionally after afterwards
     again against agree agreed ah aha ahh all almost alone along already also alternatively
@@ -155,6 +158,27 @@ _STARTERS = frozenset(
 )
 # Sentence-initial single words with these endings are ordinary words ("Running", "Excited",
 # "Honestly"), except for these names.
+# Two-letter words of the stopword list that are English words (the rest are codes).
+_SHORT_WORDS = {
+    "a", "i", "ah", "am", "an", "as", "at", "aw", "be", "by", "do", "eh", "go", "he", "hi",
+    "if", "in", "is", "it", "me", "my", "no", "of", "oh", "ok", "on", "or", "ow", "so", "to",
+    "up", "us", "we", "ye", "yo",
+}  # fmt: skip
+_STOPWORD_NAMES = {"bill", "don", "ed", "al", "jo", "mo"}
+
+
+@lru_cache(maxsize=1)
+def _starters() -> frozenset[str]:
+    import stopwordsiso
+
+    general = {
+        w
+        for w in stopwordsiso.stopwords("en")
+        if w.isalpha() and (len(w) > 2 or w in _SHORT_WORDS) and w not in _STOPWORD_NAMES
+    }
+    return frozenset(general | _OPENERS)
+
+
 _ADVERB_ENDINGS = (
     "ally", "fully", "ously", "ively", "ately", "ingly", "edly", "ently", "antly", "ibly",
     "ably", "tly",
@@ -290,7 +314,7 @@ def extract_entities(text: str) -> list[str]:
         key = name.casefold()
         if len(name) < 2 or key in seen or key.rstrip(".") in _ABBREVIATIONS:
             continue  # "Mr." alone is not a name
-        if name.isupper() and all(w.lower() in _STARTERS for w in name.split()):
+        if name.isupper() and all(w.lower() in _starters() for w in name.split()):
             continue  # shouting ("I LOVE IT"), not an acronym
         seen.add(key)
         out.append(name)
@@ -306,9 +330,10 @@ def _digit_follows(text: str, end: int) -> bool:
 
 def _is_starter(text: str, core: str, low: str, start: int, end: int) -> bool:
     """Is a sentence-initial capitalised word an ordinary word rather than a name?"""
-    if low in _STARTERS:
+    starters = _starters()
+    if low in starters:
         return True
-    if "'" in low and low.split("'")[0] in _STARTERS:
+    if "'" in low and low.split("'")[0] in starters:
         return True  # "What've", "Must've", "How're"
     if len(low) >= 5 and low not in _NAMES_ENDING_LIKE_WORDS:
         if low.endswith(("ing", "ed")) or low.endswith(_ADVERB_ENDINGS):
