@@ -45,8 +45,8 @@ class LinksMixin:
         self, fact_id: int, limit: int, max_hours: float, floor: float
     ) -> list[tuple[int, str, float]]:
         """(other, kind, weight) of the fact's nearest facts in time and its causal links,
-        heaviest first. A fact at most max_hours away on either side (up to `limit` per side,
-        same bank) weighs max(floor, 1 - hours / 24); a causal link weighs what it stores."""
+        heaviest first, at most `limit`. A fact of the same bank at most max_hours away
+        weighs max(floor, 1 - hours / 24); a causal link weighs what it stores."""
         row = self.conn.execute(
             "SELECT bank_id, event_time FROM facts WHERE id = ?", (fact_id,)
         ).fetchone()
@@ -65,18 +65,33 @@ class LinksMixin:
         ]
         lo = iso(when - timedelta(hours=max_hours))
         hi = iso(when + timedelta(hours=max_hours))
+        # (hours apart, ids apart, id): facts said at the same time (a conversation's turns
+        # often share one) are taken nearest in the order they were stored.
+        near: list[tuple[float, int, int]] = [
+            (0.0, abs(other - fact_id), other)
+            for (other,) in self.conn.execute(
+                "SELECT id FROM facts WHERE bank_id = ? AND event_time = ? AND id != ? "
+                "ORDER BY abs(id - ?) LIMIT ?",
+                (bank_id, when_text, fact_id, fact_id, 2 * limit),
+            )
+        ]
         for cond, args, order in (
-            ("event_time <= ? AND event_time >= ?", (when_text, lo), "DESC"),
+            ("event_time < ? AND event_time >= ?", (when_text, lo), "DESC"),
             ("event_time > ? AND event_time <= ?", (when_text, hi), "ASC"),
         ):
             for other, t in self.conn.execute(
-                f"SELECT id, event_time FROM facts WHERE bank_id = ? AND {cond} AND id != ? "
+                f"SELECT id, event_time FROM facts WHERE bank_id = ? AND {cond} "
                 f"ORDER BY event_time {order} LIMIT ?",
-                (bank_id, *args, fact_id, limit),
+                (bank_id, *args, limit),
             ):
                 hours = abs((datetime.fromisoformat(t) - when).total_seconds()) / 3600
-                out.append((other, "temporal", max(floor, 1.0 - hours / 24.0)))
-        out.sort(key=lambda n: (-n[2], n[0]))
+                near.append((hours, abs(other - fact_id), other))
+        near.sort()
+        out.extend(
+            (other, "temporal", max(floor, 1.0 - hours / 24.0)) for hours, _, other in near[:limit]
+        )
+        # Heaviest first; the sort is stable, so equal weights keep the nearest first.
+        out.sort(key=lambda n: -n[2])
         return out[:limit]
 
     def link_count(self) -> int:

@@ -17,6 +17,7 @@ so a mismatch is an error that names the fix.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -125,9 +126,8 @@ class BankScan:
         key = query.tobytes()
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        out = np.zeros(len(self.ids), dtype=np.uint16)
-        for w in range(self.words.shape[0]):
-            out += np.bitwise_count(self.words[w] ^ query[w])
+        counts = np.bitwise_count(self.words ^ query[:, None])
+        out = counts.sum(axis=0, dtype=np.uint16)
         self._last = (key, out)
         return out
 
@@ -137,15 +137,15 @@ class BankScan:
         if not len(rows):
             return out
         ids = self.ids[rows].tolist()
-        found: dict[int, bytes] = {}
-        for batch in batched(ids):
-            found.update(
-                self.conn.execute(
-                    "SELECT rowid, value00 FROM fact_vec_auxiliary "
-                    f"WHERE rowid IN ({marks(len(batch))})",
-                    batch,
-                )
+        # One statement for all of them, probed in id order (json_each: no parameter limit,
+        # and half the cost of IN lists of 500).
+        found: dict[int, bytes] = dict(
+            self.conn.execute(
+                "SELECT a.rowid, a.value00 FROM json_each(?) AS j "
+                "JOIN fact_vec_auxiliary AS a ON a.rowid = j.value",
+                (json.dumps(sorted(ids)),),
             )
+        )
         width = self.dim * 2
         blobs = [found.get(fid) for fid in ids]
         if any(blob is None or len(blob) != width for blob in blobs):
@@ -171,12 +171,19 @@ class _LayoutError(Exception):
     """vec0's storage is not laid out as this code reads it (another sqlite-vec)."""
 
 
-def _smallest(values: np.ndarray, pool: np.ndarray, n: int) -> np.ndarray:
-    """The n members of pool (row numbers) with the smallest values, in no order."""
-    if len(pool) <= n:
-        return pool
-    part = np.argpartition(values[pool], n - 1)[:n]
-    return pool[part]
+def _smallest(values: np.ndarray, pool: np.ndarray | None, n: int) -> np.ndarray:
+    """The n rows (of pool, or of all) with the smallest Hamming distances, in row order.
+    Distances are small integers, so a histogram finds the cut in one pass, several times
+    faster than argpartition over 100k rows."""
+    subset = values if pool is None else values[pool]
+    if len(subset) <= n:
+        return np.arange(len(values)) if pool is None else pool
+    cumulative = np.cumsum(np.bincount(subset))
+    cut = int(np.searchsorted(cumulative, n))  # first distance whose count reaches n
+    below = np.flatnonzero(subset < cut)
+    at_cut = np.flatnonzero(subset == cut)[: n - len(below)]
+    picked = np.sort(np.concatenate([below, at_cut]))
+    return picked if pool is None else pool[picked]
 
 
 def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -374,7 +381,7 @@ class VectorsMixin:
             return []
         distances = scan.hamming(scan.query_words(sign_bits(query)))
         if fact_type is None:
-            pool = np.arange(len(scan))
+            pool = None
         else:
             pool = np.flatnonzero(scan.types == FACT_TYPES.index(fact_type))
         picked = _smallest(distances, pool, prefilter_candidates(k))
@@ -472,16 +479,21 @@ class VectorsMixin:
         for si, scan in enumerate(scans):
             if not len(scan):
                 continue
-            open_rows = ~np.isin(scan.ids, excluded) if len(excluded) else None
+            # Rows no query may link to get a distance past the largest real one. Only the
+            # batch's own facts (the highest ids) are later than some query.
+            blocked = scan.dim + 1
+            shut = np.flatnonzero(np.isin(scan.ids, excluded)) if len(excluded) else None
+            late = np.flatnonzero(scan.ids >= min(fact_ids))
+            late_ids = scan.ids[late]
             for qi, (fid, vec) in enumerate(zip(fact_ids, queries)):
-                mask = scan.ids < fid
-                if open_rows is not None:
-                    mask &= open_rows
-                pool = np.flatnonzero(mask)
-                if not len(pool):
-                    continue
-                distances = scan.hamming(scan.query_words(sign_bits(vec)))
-                picks[qi].append((si, _smallest(distances, pool, limit)))
+                distances = scan.hamming(scan.query_words(sign_bits(vec))).copy()
+                if shut is not None:
+                    distances[shut] = blocked
+                distances[late[late_ids >= fid]] = blocked
+                rows = _smallest(distances, None, limit)
+                rows = rows[distances[rows] < blocked]
+                if len(rows):
+                    picks[qi].append((si, rows))
         # Each scan's candidate floats read once for the whole batch.
         floats: list[tuple[np.ndarray, np.ndarray]] = []
         for si, scan in enumerate(scans):
