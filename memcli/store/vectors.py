@@ -113,6 +113,8 @@ class BankScan:
             raise _LayoutError("unexpected fact type in vec0 metadata")
         self._order: np.ndarray | None = None
         self._last: tuple[bytes, np.ndarray] | None = None
+        self._halves: np.ndarray | None = None
+        self._have: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -132,26 +134,37 @@ class BankScan:
         return out
 
     def floats(self, rows: np.ndarray) -> np.ndarray:
-        """The float vectors of these rows (vec0's auxiliary table, by fact id)."""
-        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        """The float vectors of these rows (vec0's auxiliary table, by fact id). Rows read
+        once are kept (half precision) while the scan lives, so the queries of a `--batch`
+        do not read the same popular facts again."""
+        rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
-            return out
-        ids = self.ids[rows].tolist()
-        # One statement for all of them, probed in id order (json_each: no parameter limit,
-        # and half the cost of IN lists of 500).
-        found: dict[int, bytes] = dict(
-            self.conn.execute(
-                "SELECT a.rowid, a.value00 FROM json_each(?) AS j "
-                "JOIN fact_vec_auxiliary AS a ON a.rowid = j.value",
-                (json.dumps(sorted(ids)),),
+            return np.empty((0, self.dim), dtype=np.float32)
+        if self._halves is None:
+            # np.zeros is calloc: pages are only touched when rows are stored.
+            self._halves = np.zeros((len(self.ids), self.dim), dtype=HALF)
+            self._have = np.zeros(len(self.ids), dtype=bool)
+        need = np.unique(rows[~self._have[rows]])
+        if len(need):
+            ids = self.ids[need].tolist()
+            # One statement for all of them, probed in id order (json_each: no parameter
+            # limit, and half the cost of IN lists of 500).
+            found: dict[int, bytes] = dict(
+                self.conn.execute(
+                    "SELECT a.rowid, a.value00 FROM json_each(?) AS j "
+                    "JOIN fact_vec_auxiliary AS a ON a.rowid = j.value",
+                    (json.dumps(sorted(ids)),),
+                )
             )
-        )
-        width = self.dim * 2
-        blobs = [found.get(fid) for fid in ids]
-        if any(blob is None or len(blob) != width for blob in blobs):
-            raise StoreError("a fact has no float vector: the store is damaged")
-        out[:] = np.frombuffer(b"".join(blobs), dtype=HALF).reshape(len(ids), self.dim)
-        return out
+            width = self.dim * 2
+            blobs = [found.get(fid) for fid in ids]
+            if any(blob is None or len(blob) != width for blob in blobs):
+                raise StoreError("a fact has no float vector: the store is damaged")
+            self._halves[need] = np.frombuffer(b"".join(blobs), dtype=HALF).reshape(
+                len(need), self.dim
+            )
+            self._have[need] = True
+        return self._halves[rows].astype(np.float32)
 
     def rows_of(self, fact_ids: Sequence[int]) -> dict[int, int]:
         """fact id -> row, for the ids this bank holds."""
