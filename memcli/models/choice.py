@@ -63,3 +63,20 @@ def for_bank(
     if texts is not None:
         return for_texts(texts)
     return EmbedderChoice(DEFAULT_NAME, "default")
+
+
+def language_warning(embedder: object, texts: Iterable[str], bank: str) -> str | None:
+    """A warning when mostly-CJK text goes into a bank whose embedder knows English only:
+    its vectors for that text are near noise, so recall leans on keywords alone."""
+    rules = getattr(embedder, "rules", None)
+    if rules is None or not rules.english_only:
+        return None
+    share = lang.cjk_share(texts)
+    if share < lang.MOSTLY_CJK:
+        return None
+    name = getattr(embedder, "name", "its embedder")
+    return (
+        f"bank {bank!r} is embedded with {name}, which knows English only, and this text is "
+        f"{share:.0%} Chinese/Japanese/Korean: re-embed the bank with "
+        f"`mem --bank {bank} reembed --embedder e5`"
+    )
