@@ -228,7 +228,7 @@ def sources_json(sources: dict[str, Any]) -> dict[str, Any]:
 def sources_text(sources: dict[str, Any]) -> str:
     """The trace's settings line: where each value came from (flag > env > config > default)."""
     parts = [
-        f"{k}={'none' if s.value is None else s.value} ({s.source})" for k, s in sources.items()
+        f"{k}={'unset' if s.value is None else s.value} ({s.source})" for k, s in sources.items()
     ]
     return "settings: " + ", ".join(parts)
 
