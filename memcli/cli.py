@@ -17,8 +17,6 @@ import typer
 
 from memcli import __version__
 from memcli.bench.command import bench as bench_command
-from memcli.commands import register_commands
-from memcli.helpstyle import add_examples, plain_value_names
 from memcli.cliutil import (
     Budget,
     configured,
@@ -28,6 +26,8 @@ from memcli.cliutil import (
     open_store,
     state,
 )
+from memcli.commands import register_commands
+from memcli.helpstyle import add_examples, plain_value_names
 
 app = typer.Typer(
     name="mem",
