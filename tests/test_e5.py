@@ -20,7 +20,9 @@ from memcli.models.e5 import (
     convert_e5s1,
     e5_embedder_path,
     e5_source_path,
+    model_center,
     read_e5s1,
+    shipped_center,
 )
 from memcli.models.embedder import Embedder, load_embedder
 
@@ -217,6 +219,12 @@ def test_centre_removes_the_common_direction(e5: Embedder, plain_e5: Embedder) -
     assert (raw @ raw.T)[off_diagonal].mean() > 0.75
     assert (centred @ centred.T)[off_diagonal].mean() < 0.5
     np.testing.assert_allclose(np.linalg.norm(centred, axis=1), 1.0, atol=1e-5)
+
+
+def test_shipped_centre_is_the_models_own(plain_e5: Embedder, source: E5File) -> None:
+    """The centre in memcli/data is what model_center computes from the model itself."""
+    recomputed = model_center(source, plain_e5.path)
+    np.testing.assert_allclose(shipped_center(), recomputed, atol=2e-4)
 
 
 def test_converter_is_deterministic_and_keeps_the_4bit_blocks(tmp_path: Path, e5) -> None:

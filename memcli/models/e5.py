@@ -339,14 +339,32 @@ def convert_e5s1(
     return write_atomically(dest, write)
 
 
-# The centre is the mean vector of texts made of the model's own vocabulary: seeded, so the
-# conversion is deterministic, and fitted to no data set. Measured on bench/data/cjk-dev.jsonl:
+# The centre is the mean vector of texts made of the model's own vocabulary (model_center),
+# fitted to no data set. It ships precomputed in memcli/data/e5-center.f32: computed at
+# conversion it would depend on the CPU's float rounding, and so would the GGUF's bytes and
+# the fingerprint every bank records (a store moved to another machine would be refused).
+# tests/test_e5.py recomputes it and compares. Measured on bench/data/cjk-dev.jsonl:
 # 292 of e5's 384 dimensions have the same sign in over 90% of vectors (MiniLM: 66), so the
 # sign-bit prefilter of the vector table (store/vectors.py) kept only 77% of the true top 10
 # among 74 candidates; centred, 98%, and plain cosine ranking gains ~1 point (R@10 and MRR).
 CENTER_SEED = 20240401
 CENTER_TEXTS = 200
 CENTER_PIECES_PER_TEXT = 8
+CENTER_FILE = Path(__file__).resolve().parent.parent / "data" / "e5-center.f32"
+CENTER_SHA256 = "24f609492c9a711437431991461f2d32237130965ec604e5c49721873b79b7a1"
+
+
+def shipped_center() -> np.ndarray:
+    """The precomputed centre (384 little-endian float32), checked by hash."""
+    import hashlib
+
+    try:
+        raw = CENTER_FILE.read_bytes()
+    except OSError as exc:
+        raise ModelError(f"cannot read {CENTER_FILE}: {exc.strerror}; reinstall mem") from exc
+    if hashlib.sha256(raw).hexdigest() != CENTER_SHA256:
+        raise ModelError(f"{CENTER_FILE} is damaged (sha256 mismatch); reinstall mem")
+    return np.frombuffer(raw, dtype="<f4").astype(np.float32)
 
 
 def model_center(e5: E5File, gguf_path: Path) -> np.ndarray:
@@ -396,14 +414,8 @@ def e5_embedder_path() -> Path:
             f"{src} has sha256 {digest[:12]}..., expected {E5_SOURCE_SHA256[:12]}...;"
             f" reinstall {E5_PACKAGE}==0.3.0"
         )
-
-    def build(dest: Path) -> Path:
-        # Twice: a first GGUF embeds the vocabulary texts whose mean is the centre (~10 s once).
-        plain = convert_e5s1(src, dest.with_name(dest.name + ".plain"))
-        try:
-            center = model_center(read_e5s1(src), plain)
-        finally:
-            plain.unlink(missing_ok=True)
-        return convert_e5s1(src, dest, center=center)
-
-    return cached_conversion(f"{E5_NAME}-{digest[:12]}-q4_0-centered.gguf", build)
+    center = shipped_center()
+    return cached_conversion(
+        f"{E5_NAME}-{digest[:12]}-q4_0-centered.gguf",
+        lambda dest: convert_e5s1(src, dest, center=center),
+    )
