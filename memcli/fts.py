@@ -111,6 +111,11 @@ def _split_cjk(word: str, mode: str = "both") -> list[str]:
     return out
 
 
+def is_cjk(term: str) -> bool:
+    """True for a term made only of CJK characters."""
+    return _CJK_RUN.fullmatch(term) is not None
+
+
 def term_expression(term: str) -> str:
     """One term as a quoted FTS5 string; a CJK run becomes a phrase of its characters."""
     body = " ".join(term) if _CJK_RUN.fullmatch(term) else term

@@ -28,6 +28,10 @@ class RecallSettings:
     # How a CJK run in a query becomes keyword terms: both (characters + pairs), bigram,
     # unigram or trigram; see fts.py.
     keyword_cjk_terms: str = "both"
+    # A single CJK character in more than this share of all facts (and more than the count) is
+    # no keyword term: it ranks almost nothing and costs a walk over most of the index.
+    keyword_cjk_char_max_share: float = 0.1
+    keyword_cjk_char_min_count: int = 1000
     graph_seeds: int = 20
     graph_seed_floor: float = 0.3
     graph_facts_per_entity: int = 200

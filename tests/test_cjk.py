@@ -15,6 +15,7 @@ from memcli.cli import app
 from memcli.models import choice
 from memcli.models.embedder import KNOWN_RULES
 from memcli.recall import fusion
+from memcli.retain import RetainItem
 from memcli.settings import RecallSettings
 from memcli.store import Store
 
@@ -308,3 +309,25 @@ def test_temporal_arm_runs_for_a_chinese_query(tmp_path: Path) -> None:
         ).stdout
     )
     assert obj["results"][0]["text"] == rows[0]["text"]
+
+
+def test_a_character_most_memories_contain_is_no_keyword_term(store, remember, embedder) -> None:
+    from dataclasses import replace
+
+    from memcli.recall import RecallOptions, recall
+
+    remember([RetainItem(text) for text in ZH])  # each has 的 or 了; one names the cat 豆豆
+    opts = RecallOptions(arms=("keyword",))
+
+    def terms(**settings):
+        s = replace(RecallSettings(), **settings)
+        result = recall(store, "default", "我的猫叫什么", opts, embedder=embedder, settings=s)
+        return result.arms["keyword"].notes["terms"], result.results[0].fact.text
+
+    kept, top = terms()  # a small store: below the count, every character stays
+    assert "的" in kept and top == ZH[0]
+    # 的 is in 4 of the 4 facts' rows (text or lead-in), 猫 in 2: a limit of 2.4
+    kept, top = terms(keyword_cjk_char_min_count=1, keyword_cjk_char_max_share=0.6)
+    assert "的" not in kept and "猫" in kept and "我的" in kept and top == ZH[0]
+    kept, _ = terms(keyword_cjk_char_min_count=1, keyword_cjk_char_max_share=1.0)
+    assert "的" in kept
