@@ -173,6 +173,13 @@ def batch_run(folder: Path, db: Path, queries: list[tuple[str, str]]) -> tuple[f
     return seconds, rss, cpu
 
 
+def _source_ids(db: Path) -> list[str]:
+    from memcli.store import Store
+
+    with Store(db) as store:
+        return list(store.source_ids(store.require_bank("default")).values())
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
@@ -192,6 +199,11 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, default=DATASET)
     parser.add_argument("--keep", type=Path, help="build the store in this folder and keep it")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the store in --keep and grow it from where it is (sizes it holds skipped)",
+    )
     args = parser.parse_args()
 
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -210,8 +222,9 @@ def main() -> None:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="mem-scale-"))
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "scale.db"
-    for leftover in folder.glob("scale.db*"):
-        leftover.unlink()
+    if not (args.resume and db.exists()):
+        for leftover in folder.glob("scale.db*"):
+            leftover.unlink()
     env_note = f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()}"
     print(f"# {len(items)} distinct sentences; store {db}; {env_note}", flush=True)
 
@@ -224,9 +237,16 @@ def main() -> None:
 
     rows = []
     done = 0
+    if args.resume and db.exists():
+        have = set(_source_ids(db))
+        while done < len(items) and items[done]["id"] in have:
+            done += 1
+        print(f"# resuming: the store holds the first {done} items", flush=True)
     for index, size in enumerate(sizes):
         imports = per_size[min(index, len(per_size) - 1)]
         size = whole_sessions(size)
+        if size <= done:
+            continue
         segment = items[done:size]
         bounds = [
             whole_sessions(done + round(i * len(segment) / imports)) - done
