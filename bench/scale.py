@@ -2,7 +2,8 @@
 
     python bench/scale.py [--sizes 10000,30000,100000] [--imports-per-size 2,2,4]
                           [--queries 20] [--batch-queries 40] [--raw-sample 1500]
-                          [--keep DIR]
+                          [--keep DIR] [--resume]
+    python bench/scale.py --components 10000,100000    # the vector search alone, CPU ms
 
 Text: the sentences of the user and assistant turns of LongMemEval's oracle split
 (../shared/datasets/longmemeval-oracle.json, ~100k distinct sentences, read from there), in
@@ -180,6 +181,87 @@ def _source_ids(db: Path) -> list[str]:
         return list(store.source_ids(store.require_bank("default")).values())
 
 
+def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
+    """CPU milliseconds of the vector machinery on a store of `size` facts: the real
+    sentences with random unit vectors (no embedding, so 100k facts take a minute, not an
+    hour; the search's cost does not depend on what the vectors say)."""
+    import numpy as np
+
+    from memcli.store import Store
+
+    db = folder / f"components-{size}.db"
+    for leftover in folder.glob(db.name + "*"):
+        leftover.unlink()
+    rng = np.random.default_rng(0)
+
+    def unit() -> np.ndarray:
+        v = rng.standard_normal(384).astype(np.float32)
+        return v / np.linalg.norm(v)
+
+    def cpu_ms(fn, repeat: int = 5) -> float:
+        times = []
+        for _ in range(repeat):
+            c0 = time.process_time()
+            fn()
+            times.append((time.process_time() - c0) * 1000)
+        return statistics.median(times)
+
+    with Store(db) as store:
+        with store.atomic():
+            bank = store.ensure_bank("default", datetime(2026, 1, 1))
+            store.ensure_vectors(bank, "random-unit-vectors", None, 384)
+            for i, obj in enumerate(items[:size]):
+                store.insert_fact(
+                    bank_id=bank,
+                    text=obj["text"],
+                    context=obj["context"],
+                    fact_type="experience" if i % 3 == 0 else "world",
+                    mentioned_at=datetime.fromisoformat(obj["timestamp"]),
+                    occurred_start=None,
+                    occurred_end=None,
+                    tags=[],
+                    metadata={},
+                    source_id=obj["id"],
+                    document_id=None,
+                    chunk_id=None,
+                    content_hash=f"synthetic-{i}",
+                    entity_names=[],
+                    embedding=unit(),
+                    now=datetime(2026, 1, 1),
+                )
+        ids = store.fact_ids_of_bank(bank)
+        top = max(ids)
+
+        def fresh_scan() -> None:
+            store.__dict__.pop("_scans", None)
+            store._bank_scan(bank)
+
+        def semantic_arm() -> None:
+            vec = unit()
+            for fact_type in ("world", "experience", "observation"):
+                store.nearest(bank, vec, 300, fact_type)
+
+        def link_batch() -> None:
+            store.__dict__.pop("_scans", None)
+            vectors = np.stack([unit() for _ in range(64)])
+            new_ids = [top + 1 + i for i in range(64)]
+            store.nearest_earlier([bank], new_ids, vectors, 50, set(), 0.7)
+
+        window = ids[: len(ids) // 5]
+        sample = ids[:: max(1, len(ids) // 100)][:100]
+        return {
+            "facts": len(ids),
+            "scan_ms": cpu_ms(fresh_scan),
+            "semantic_arm_ms": cpu_ms(semantic_arm),
+            "links_ms_per_fact": cpu_ms(link_batch, 3) / 64,
+            "temporal_pool_ms": cpu_ms(lambda: store.nearest_among(bank, unit(), window, 60)),
+            "time_neighbours_ms": cpu_ms(
+                lambda: [store.time_neighbours(i, 10, 168.0, 0.3) for i in sample], 3
+            )
+            / len(sample),
+        }
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
@@ -200,6 +282,11 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="build the store in this folder and keep it")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
+        "--components",
+        help="instead: CPU ms of the vector search at these sizes (random vectors), e.g. "
+        "10000,100000",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="keep the store in --keep and grow it from where it is (sizes it holds skipped)",
@@ -212,6 +299,22 @@ def main() -> None:
     items = load_sentences(args.dataset)
     if sizes[-1] > len(items):
         raise SystemExit(f"only {len(items)} distinct sentences; largest size {sizes[-1]}")
+    if args.components:
+        folder = args.keep or Path(tempfile.mkdtemp(prefix="mem-scale-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        print(
+            f"{'facts':>7} {'scan':>6} {'semantic arm':>12} {'links/fact':>10} "
+            f"{'temporal pool':>13} {'time nbrs':>9}   (CPU ms)"
+        )
+        for size in (int(s) for s in args.components.split(",")):
+            r = components(items, size, folder)
+            print(
+                f"{r['facts']:>7} {r['scan_ms']:>6.1f} {r['semantic_arm_ms']:>12.1f} "
+                f"{r['links_ms_per_fact']:>10.2f} {r['temporal_pool_ms']:>13.1f} "
+                f"{r['time_neighbours_ms']:>9.3f}",
+                flush=True,
+            )
+        return
     queries = load_queries(args.dataset, max(args.queries, args.batch_queries), rng)
 
     from memcli.models.embedder import load_embedder
