@@ -220,5 +220,17 @@ def _v4(conn: apsw.Connection) -> None:
     conn.execute("DROP TABLE fact_vec_v3")
 
 
-MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4]
+# 5: an index on the child columns of every foreign key. Without one, each deleted parent
+# row (a forgotten fact, a replaced document's chunks, a deleted bank's entities) makes
+# SQLite scan the whole child table: a 156-fact forget in a 101k-fact store took 23 s.
+V5 = """
+    CREATE INDEX chunks_document ON chunks(document_id);
+    CREATE INDEX chunks_bank ON chunks(bank_id);
+    CREATE INDEX entities_bank ON entities(bank_id);
+    CREATE INDEX entity_keys_entity ON entity_keys(entity_id);
+    CREATE INDEX facts_superseded_by ON facts(superseded_by) WHERE superseded_by IS NOT NULL;
+    CREATE INDEX facts_chunk ON facts(chunk_id) WHERE chunk_id IS NOT NULL;
+"""
+
+MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4, V5]
 SCHEMA_VERSION = len(MIGRATIONS)
