@@ -84,3 +84,19 @@ def test_a_closed_reader_is_reused_and_closed_with_its_store(store, remember):
     store.close()
     with pytest.raises(apsw.ConnectionClosedError):
         conn.execute("SELECT 1")
+
+
+def test_a_fact_deleted_by_another_process_after_the_scan_reads_as_zeros(store, remember, db_path):
+    from memcli.store import Store
+
+    remember([RetainItem(f"Fact number {i}.", timestamp=DAY) for i in range(3)])
+    bank = store.require_bank("default")
+    scan = store._bank_scan(bank)
+    rows = np.arange(len(scan))
+    doomed = int(scan.ids[0])
+    with Store(db_path) as other, other.atomic():
+        other.delete_facts([doomed])
+    vectors = scan.floats(rows)  # the scan read before the delete: no error, zeros
+    assert not vectors[0].any() and all(v.any() for v in vectors[1:])
+    # the next search reads the bank again and no longer has it
+    assert doomed not in {f for f, _ in store.nearest(bank, vectors[1], 5)}

@@ -157,13 +157,15 @@ class BankScan:
                 )
             )
             width = self.dim * 2
+            # A fact another process deleted since the scan was read has no row any more:
+            # its vector reads as zeros (cosine 0, below every floor), and is not kept.
+            zero = bytes(width)
             blobs = [found.get(fid) for fid in ids]
-            if any(blob is None or len(blob) != width for blob in blobs):
-                raise StoreError("a fact has no float vector: the store is damaged")
-            self._halves[need] = np.frombuffer(b"".join(blobs), dtype=HALF).reshape(
-                len(need), self.dim
-            )
-            self._have[need] = True
+            gone = np.array([b is None or len(b) != width for b in blobs], dtype=bool)
+            self._halves[need] = np.frombuffer(
+                b"".join(zero if g else b for g, b in zip(gone, blobs)), dtype=HALF
+            ).reshape(len(need), self.dim)
+            self._have[need[~gone]] = True
         return self._halves[rows].astype(np.float32)
 
     def rows_of(self, fact_ids: Sequence[int]) -> dict[int, int]:
@@ -338,7 +340,7 @@ class VectorsMixin:
             rows = scan.rows_of(fact_ids)
             if rows:
                 matrix = scan.floats(np.fromiter(rows.values(), dtype=np.int64))
-                out.update(zip(rows, matrix))
+                out.update((f, v) for f, v in zip(rows, matrix) if v.any())
             return out
         for batch in batched(list(fact_ids)):
             for fid, blob in self.conn.execute(
