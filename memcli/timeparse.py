@@ -1006,9 +1006,16 @@ def parse_query_window(query: str, now: datetime) -> TimeSpan | None:
     return _scan(query, anchor, query=True) or _scan_cjk(query, anchor)
 
 
+# Kana, CJK ideographs (with extension A and compatibility forms) and Hangul.
+_CJK_LETTER = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
 def _scan_cjk(text: str, anchor: datetime) -> TimeSpan | None:
     """Chinese, Japanese and Korean date words (memcli/timeparse_cjk.py), when the English
-    scan found nothing."""
+    scan found nothing. Text with no CJK letter has none, and most text is that: it skips
+    the module (its import compiles ~50 ms of patterns) and the scan."""
+    if not _CJK_LETTER.search(text):
+        return None
     from memcli.timeparse_cjk import scan_cjk
 
     return scan_cjk(text, anchor)
