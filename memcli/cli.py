@@ -19,6 +19,7 @@ from memcli import __version__
 from memcli.bench.command import bench as bench_command
 from memcli.cliutil import (
     Budget,
+    TagsMatch,
     configured,
     fail,
     info,
@@ -42,14 +43,6 @@ class OutputFormat(str, Enum):
     text = "text"
     json = "json"
     md = "md"
-
-
-class TagsMatch(str, Enum):
-    any = "any"
-    all = "all"
-    any_strict = "any_strict"
-    all_strict = "all_strict"
-    exact = "exact"
 
 
 def version_callback(value: bool) -> None:
@@ -236,11 +229,9 @@ def retain(
     finally:
         store.close()
     if as_json:
-        typer.echo(
-            json.dumps(
-                {"stored": summary.stored, "summary": _summary_json(summary)}, ensure_ascii=False
-            )
-        )
+        from memcli import render
+
+        typer.echo(render.dumps(render.retain_json_obj(summary)))
     from memcli.models.choice import language_warning
 
     warning = language_warning(model, item_texts, state.bank)
@@ -249,24 +240,6 @@ def retain(
     info(summary.line())
     if summary.interrupted:
         raise typer.Exit(130)
-
-
-def _summary_json(summary) -> dict:
-    return {
-        k: getattr(summary, k)
-        for k in (
-            "items",
-            "facts",
-            "duplicates",
-            "invalid",
-            "documents_replaced",
-            "entities",
-            "links",
-            "batches",
-            "seconds",
-            "interrupted",
-        )
-    }
 
 
 # --------------------------------------------------------------------------------------------

@@ -59,6 +59,16 @@ def info(message: str) -> None:
     typer.echo(message, err=True)
 
 
+class TagsMatch(str, Enum):
+    """How --tag filters (recall, list, forget): see memcli/store/search.py."""
+
+    any = "any"
+    all = "all"
+    any_strict = "any_strict"
+    all_strict = "all_strict"
+    exact = "exact"
+
+
 class Budget(str, Enum):
     low = "low"
     mid = "mid"

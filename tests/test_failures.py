@@ -183,6 +183,22 @@ main()
 """
 
 
+def retain_past_a_full_disk(db: Path, jsonl: Path) -> bytes:
+    """`mem retain --jsonl` allowed to grow the store's files by 64 KB only; checks that it
+    fails with one "disk full" line and returns its stderr."""
+    limit = db.stat().st_size + 64 * 1024
+    p = subprocess.Popen(
+        [sys.executable, "-c", GROW_UNDER_LIMIT, str(limit), "--db", str(db), "retain"]
+        + ["--jsonl", str(jsonl)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 1, err.decode()
+    one_error_line(err.decode(), "disk full")
+    return err
+
+
 def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
     # RLIMIT_FSIZE makes every write past the limit fail as a full disk would (Python ignores
     # SIGXFSZ, so the write returns an error instead of killing the process).
@@ -194,16 +210,7 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
         for i in range(400)
     ]
     path = write_jsonl(tmp_path / "big.jsonl", rows)
-    limit = db_path.stat().st_size + 64 * 1024
-    p = subprocess.Popen(
-        [sys.executable, "-c", GROW_UNDER_LIMIT, str(limit), "--db", str(db_path), "retain"]
-        + ["--jsonl", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    _, err = p.communicate(timeout=300)
-    assert p.returncode == 1, err.decode()
-    one_error_line(err.decode(), "disk full")
+    err = retain_past_a_full_disk(db_path, path)
     # Items without a document commit in batches of 64: the batches before the failing one
     # stay (as after Ctrl-C), and the message says so; the failing batch left nothing.
     kept = fact_count(db_path) - 1
@@ -372,16 +379,7 @@ def test_a_full_disk_during_a_document_replace_keeps_the_old_version(db_path, tm
         for i in range(400)
     ]
     path = write_jsonl(tmp_path / "v2", new)
-    limit = db_path.stat().st_size + 64 * 1024
-    p = subprocess.Popen(
-        [sys.executable, "-c", GROW_UNDER_LIMIT, str(limit), "--db", str(db_path), "retain"]
-        + ["--jsonl", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    _, err = p.communicate(timeout=300)
-    assert p.returncode == 1, err.decode()
-    one_error_line(err.decode(), "disk full")
+    retain_past_a_full_disk(db_path, path)
     with Store(db_path) as s:
         bank = s.require_bank("default")
         texts = sorted(f.text for f in s.facts_by_id(s.fact_ids_of_bank(bank), bank).values())

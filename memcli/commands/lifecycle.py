@@ -16,21 +16,13 @@ from typing import Annotated, Any
 
 import typer
 
-from memcli.cliutil import fail, info, load_embedder_or_fail, open_store, state
+from memcli.cliutil import TagsMatch, fail, info, load_embedder_or_fail, open_store, state
 
 
 class Format(str, Enum):
     text = "text"
     json = "json"
     jsonl = "jsonl"
-
-
-class TagsMatch(str, Enum):
-    any = "any"
-    all = "all"
-    any_strict = "any_strict"
-    all_strict = "all_strict"
-    exact = "exact"
 
 
 FormatOpt = Annotated[Format, typer.Option("--format", help="text, json or jsonl.")]
