@@ -197,7 +197,9 @@ class FactsMixin:
         out: dict[int, Fact] = {}
         ids = list(fact_ids)
         entity_names: dict[int, list[str]] = {i: [] for i in ids}
-        bank_cond = "" if bank_id is None else " AND f.bank_id = ?"
+        # "+": the bank is checked on each row found by id, never used to pick an index (the
+        # planner would otherwise search facts_dedupe by bank_id, reading the whole bank).
+        bank_cond = "" if bank_id is None else " AND +f.bank_id = ?"
         bank_args = () if bank_id is None else (bank_id,)
         for batch in batched(ids):
             m = marks(len(batch))
@@ -239,14 +241,28 @@ class FactsMixin:
         return sorted(row[0] for row in rows)
 
     def fact_count(self, bank_id: int | None = None) -> int:
+        """Facts in one bank (or in all user banks). A count walks the bank's index, so it is
+        kept until the file changes: PRAGMA data_version moves when another connection
+        commits, total_changes() when this one writes."""
+        version = (
+            self.conn.execute("PRAGMA data_version").fetchone()[0],
+            self.conn.total_changes(),
+        )
+        cache = self.__dict__.setdefault("_fact_counts", {})
+        hit = cache.get(bank_id)
+        if hit is not None and hit[0] == version:
+            return hit[1]
         if bank_id is None:
-            return self.conn.execute(
+            n = self.conn.execute(
                 "SELECT count(*) FROM facts f JOIN banks b ON b.id = f.bank_id "
                 "WHERE b.kind = 'user'"
             ).fetchone()[0]
-        return self.conn.execute(
-            "SELECT count(*) FROM facts WHERE bank_id = ?", (bank_id,)
-        ).fetchone()[0]
+        else:
+            n = self.conn.execute(
+                "SELECT count(*) FROM facts WHERE bank_id = ?", (bank_id,)
+            ).fetchone()[0]
+        cache[bank_id] = (version, n)
+        return n
 
     def fact_ids_of_bank(self, bank_id: int) -> list[int]:
         return [

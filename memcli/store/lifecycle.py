@@ -137,7 +137,7 @@ class LifecycleMixin:
             found.update(
                 r[0]
                 for r in self.conn.execute(
-                    f"SELECT id FROM facts WHERE bank_id = ? AND id IN ({marks(len(batch))})",
+                    f"SELECT id FROM facts WHERE +bank_id = ? AND id IN ({marks(len(batch))})",
                     (bank_id, *batch),
                 )
             )

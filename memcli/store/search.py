@@ -125,7 +125,8 @@ class SearchMixin:
         if not filter_active(flt) and bank_id is None:
             return set(ids)
         cond, params = filter_sql(flt, "f")
-        bank_cond = "" if bank_id is None else " AND f.bank_id = ?"
+        # "+": rows are found by id; bank and filter only check them (see facts_by_id).
+        bank_cond = "" if bank_id is None else " AND +f.bank_id = ?"
         bank_args = [] if bank_id is None else [bank_id]
         out: set[int] = set()
         for batch in batched(ids):

@@ -1,0 +1,123 @@
+"""Recall's reads must cost what they return, not what the store holds.
+
+Every statement a recall runs is captured (on the main connection and on the readers the
+arms open) and put through EXPLAIN QUERY PLAN on the same store. A plan that walks a whole
+bank (a scan of facts, or an index searched on bank_id alone) grows with the store: that is
+how fetching ~600 candidates by id once read all 30k facts of a bank (bank_id = ? took
+facts_dedupe over the rowid lookup), 25 ms of a 100 ms warm query at 30k facts.
+"""
+
+from __future__ import annotations
+
+import re
+
+import apsw
+import pytest
+
+from memcli.recall.pipeline import recall
+from memcli.recall.types import RecallOptions
+from memcli.retain import RetainItem
+
+WHOLE_BANK = [
+    re.compile(r"\bSCAN (facts|f|q|p)\b"),
+    re.compile(r"^SEARCH \w+ USING (COVERING )?INDEX \w+ \(bank_id=\?\)$"),
+]
+
+# Allowed to walk a bank: the bank's fact count (the graph arm's IDF), which the store
+# keeps until the file changes (test_fact_count_is_kept_until_the_store_changes).
+ALLOWED = [re.compile(r"^SELECT count\(\*\) FROM facts WHERE bank_id = \?$")]
+
+
+@pytest.fixture
+def traced(monkeypatch):
+    """Every (sql, bindings) run on any connection opened from now on, plus `add(conn)`."""
+    seen: list[tuple[str, tuple]] = []
+
+    def tracer(cursor, sql, bindings):
+        seen.append((sql, tuple(bindings) if bindings else ()))
+        return True
+
+    def hook(conn):
+        conn.exec_trace = tracer
+
+    monkeypatch.setattr(apsw, "connection_hooks", [*apsw.connection_hooks, hook])
+    return seen, hook
+
+
+def plans(path, seen):
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    import sqlite_vec
+
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    for sql, bindings in dict.fromkeys(seen):
+        if "facts" not in sql or not sql.lstrip().upper().startswith("SELECT"):
+            continue
+        rows = conn.execute("EXPLAIN QUERY PLAN " + sql, bindings).fetchall()
+        yield sql, [row[-1] for row in rows]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        RecallOptions(),
+        RecallOptions(tags=["work"], types=["world", "experience"]),
+        RecallOptions(budget="high", max_tokens=300),
+    ],
+    ids=["default", "filtered", "high-budget"],
+)
+def test_recall_reads_never_walk_a_bank(store, remember, db_path, embedder, traced, options):
+    # A store grown by several imports, in two banks, with documents, tags and speakers.
+    for part in range(3):
+        remember(
+            [
+                RetainItem(
+                    text=f"Note {part}-{i}: Alice met Bob at the cafe on Main Street about "
+                    f"project {i % 7}, and we planned the launch for May {1 + i % 28}.",
+                    context="alice" if i % 2 else "bob",
+                    document_id=f"doc-{part}-{i % 5}",
+                    tags=["work"] if i % 3 else ["home"],
+                )
+                for i in range(60)
+            ]
+        )
+    remember("Carol keeps her bike in the garage.", bank="other")
+    seen, hook = traced
+    hook(store.conn)
+    recall(
+        store,
+        "default",
+        "when did Alice plan the launch with Bob?",
+        options,
+        embedder=embedder,
+        settings=None,
+    )
+    assert seen, "no statement was traced"
+    walked = [
+        (sql, plan)
+        for sql, plan in plans(db_path, seen)
+        if any(p.search(step) for p in WHOLE_BANK for step in plan)
+        and not any(a.search(sql) for a in ALLOWED)
+    ]
+    assert not walked, walked
+
+
+def test_the_check_catches_a_bank_walk(store, remember, db_path):
+    """The detector itself: the old facts_by_id statement is flagged."""
+    remember("Alice met Bob at the cafe.")
+    sql = "SELECT f.id FROM facts f WHERE f.id IN (?,?) AND f.bank_id = ?"
+    [(_, plan)] = list(plans(db_path, [(sql, (1, 2, 1))]))
+    assert any(p.search(step) for p in WHOLE_BANK for step in plan), plan
+
+
+def test_fact_count_is_kept_until_the_store_changes(store, remember, db_path):
+    from memcli.store import Store
+
+    remember("Alice met Bob at the cafe.")
+    bank = store.require_bank("default")
+    assert store.fact_count(bank) == 1
+    remember("Carol keeps her bike in the garage.")  # a write on this connection
+    assert store.fact_count(bank) == 2
+    with Store(db_path) as other, other.atomic():  # a commit by another connection
+        other.delete_facts([max(other.fact_ids_of_bank(bank))])
+    assert store.fact_count(bank) == 1
