@@ -33,3 +33,40 @@ def test_chunks_truncate_the_last_one():
     texts = ["a b c", "d e f g h"]
     out = fit_texts(texts, 5, lambda t: len(t.split()), lambda t, n: " ".join(t.split()[:n]))
     assert out == ["a b c", "d e"]
+
+
+def test_filling_stops_when_no_candidate_can_fit_the_room_left():
+    counted: list[int] = []
+
+    def count(c: Candidate) -> int:
+        counted.append(c.fact_id)
+        return c.tokens
+
+    kept, used = fit(cands([60, 35, 50, 9, 9, 9]), 100, count, floor=8)
+    # 60 + 35 = 95: 5 tokens left, fewer than any memory takes: the rest are not counted.
+    assert [c.fact_id for c in kept] == [1, 2]
+    assert used == 95
+    assert counted == [1, 2]
+    # Without the floor the same candidates are all counted and none more kept.
+    counted.clear()
+    assert [c.fact_id for c in fit(cands([60, 35, 50, 9, 9, 9]), 100, count)[0]] == [1, 2]
+    assert counted == [1, 2, 3, 4, 5, 6]
+
+
+def test_the_floor_is_a_true_lower_bound_of_a_memory_block():
+    """Every printed memory starts "[YYYY-MM-DD" and has text: never fewer tokens."""
+    from datetime import datetime
+
+    from memcli.blocks import memory_block
+    from memcli.recall.budget import block_floor
+    from memcli.store import Fact
+    from memcli.tokens import count_tokens
+
+    floor = block_floor()
+    for text in ["a", ".", "好", "😀", "x" * 50, "Hello there"]:
+        for context in [None, "u"]:
+            for when in [datetime(1999, 12, 31, 23), datetime(2026, 1, 1), datetime(2100, 6, 1)]:
+                fact = Fact(
+                    1, text, context, "world", when, None, None, [], {}, 1, None, None, None, []
+                )
+                assert count_tokens(memory_block(fact)) >= floor, (text, context, when)

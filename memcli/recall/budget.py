@@ -17,12 +17,17 @@ def fit(
     count_tokens: Callable[[Candidate], int],
     limit: int | None = None,
     min_score: float | None = None,
+    floor: int = 1,
 ) -> tuple[list[Candidate], int]:
-    """(kept candidates in order, tokens used)."""
+    """(kept candidates in order, tokens used). `floor` is the fewest tokens any candidate
+    can take: once less room is left, no later one can fit, so filling stops there instead
+    of formatting and counting the hundreds of candidates below the cut."""
     kept: list[Candidate] = []
     used = 0
     for cand in ranked:
         if limit is not None and len(kept) >= limit:
+            break
+        if max_tokens - used < floor:
             break
         if min_score is not None and cand.final < min_score:
             break
@@ -32,6 +37,14 @@ def fit(
         kept.append(cand)
         used += cand.tokens
     return kept, used
+
+
+def block_floor() -> int:
+    """The fewest tokens a memory block (blocks.memory_block) can take: it starts with a
+    bracketed day, "[YYYY-MM-DD", and has at least one character of text after "] "."""
+    from memcli.tokens import count_tokens
+
+    return count_tokens("[2026-01-01]") + 1
 
 
 def fit_texts(

@@ -171,6 +171,7 @@ def recall(
         lambda c: tokens.count_tokens(memory_block(c.fact)),
         options.limit,
         options.min_score,
+        budget_mod.block_floor(),
     )
     chunks = _chunks(store, results, options) if options.include_chunks else []
     timings["budget"] = time.perf_counter() - t0
