@@ -17,6 +17,7 @@ import typer
 
 from memcli import __version__
 from memcli.bench.command import bench as bench_command
+from memcli.cliparams import install as install_plain_params
 from memcli.cliutil import (
     Budget,
     TagsMatch,
@@ -467,6 +468,7 @@ register_commands(app)
 # Value names instead of Python types, and an example per command, in every --help.
 plain_value_names()
 add_examples(app)
+install_plain_params()
 
 
 def main() -> None:
