@@ -251,8 +251,7 @@ _STARTS = (
     r"|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr"
     r"|jun|jul|aug|sep|sept|oct|nov|dec|springtime|summertime|wintertime|" + _NUMWORD
 )
-_CANDIDATES = re.compile(
-    rf"""
+_CANDIDATES_PATTERN = rf"""
     (?<![\w'’])
     (?:
     (?P<rng>\b(?P<rng_pre>between|from)\s+(?P<rng_a>{_RANGE_ITEM})
@@ -310,9 +309,16 @@ _CANDIDATES = re.compile(
             |since|by|before|after)\s+)?
         (?P<wd_w>{_WEEKDAY})(?!\w)(?!\s+{_PARTS}s\b)(?:\s+(?P<wd_part>{_PARTS})(?!\w))?)
   | (?P<wk>\b(?P<wk_pre>on|over|during|at|for|this\s+past|the\s+past)\s+the\s+weekend(?!\w))
-    )""",
-    re.IGNORECASE | re.VERBOSE,
-)
+    )"""
+
+
+@lru_cache(maxsize=1)
+def _candidates() -> re.Pattern:
+    """The candidate regex, compiled on first use: compiling it takes ~30 ms, and most
+    queries (and most facts) have no time word, so they never need it."""
+    return re.compile(_CANDIDATES_PATTERN, re.IGNORECASE | re.VERBOSE)
+
+
 # Every candidate above contains one of these words or a number. Most facts contain none, so
 # a split into words and a set lookup let them skip the big pattern; the others try it only at
 # the few word starts just before each such word.
@@ -927,7 +933,7 @@ def _scan(text: str, anchor: datetime, query: bool) -> TimeSpan | None:
     scan = _Scan(text, anchor, query)
     fallback: TimeSpan | None = None
     relative: TimeSpan | None = None
-    match = _CANDIDATES.match
+    match = _candidates().match
     tried = -1  # index of the last word start tried
     consumed = 0  # text before this offset belongs to an accepted candidate
     for t in triggers:
