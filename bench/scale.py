@@ -4,6 +4,7 @@
                           [--queries 20] [--batch-queries 40] [--raw-sample 1500]
                           [--keep DIR] [--resume]
     python bench/scale.py --components 10000,100000    # the vector search alone, CPU ms
+    python bench/scale.py --measure DIR/scale-10000.db ...  # recall figures of kept stores
 
 Text: the sentences of the user and assistant turns of LongMemEval's oracle split
 (../shared/datasets/longmemeval-oracle.json, ~100k distinct sentences, read from there), in
@@ -20,14 +21,21 @@ prints:
 - warm recall: `mem recall --batch` of n queries minus the same with 1 query, over n - 1;
 - store size (db + wal after a checkpoint) per fact, links per fact;
 - peak RSS of the retain processes and of the recall processes.
+With --keep DIR the store stays in DIR, with a copy at each size (scale-SIZE.db) that
+--measure can time again after the code changes.
+
+The mem processes get compiled modules, as an installed tool has (this shell may set
+PYTHONDONTWRITEBYTECODE, which would make every cold start compile memcli from source).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -262,6 +270,59 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
         }
 
 
+def recall_figures(
+    db: Path, folder: Path, queries: list[tuple[str, str]], cold_n: int, batch_n: int
+) -> dict:
+    """Cold recall (a whole process per query: p50 / p95 wall, p50 CPU), warm recall (a
+    --batch of batch_n queries minus the same with one, per query) and the recall processes'
+    peak RSS."""
+    cold: list[float] = []
+    cold_cpu: list[float] = []
+    recall_rss = 0
+    for query, now in queries[:cold_n]:
+        seconds, rss, _, cpu = run_timed([*MEM, "--db", str(db), "recall", query, "--now", now])
+        cold.append(seconds)
+        cold_cpu.append(cpu)
+        recall_rss = max(recall_rss, rss)
+    one = []
+    one_cpu = []
+    for _ in range(3):
+        seconds, rss, cpu = batch_run(folder, db, queries[:1])
+        one.append(seconds)
+        one_cpu.append(cpu)
+        recall_rss = max(recall_rss, rss)
+    many, rss, many_cpu = batch_run(folder, db, queries[:batch_n])
+    recall_rss = max(recall_rss, rss)
+    return {
+        "cold_p50": statistics.median(cold),
+        "cold_p95": percentile(cold, 0.95),
+        "cold_cpu_p50": statistics.median(cold_cpu),
+        "warm_ms": (many - statistics.median(one)) / (batch_n - 1) * 1000,
+        "warm_cpu_ms": (many_cpu - statistics.median(one_cpu)) / (batch_n - 1) * 1000,
+        "recall_rss_mb": recall_rss / 1024,
+    }
+
+
+def measure_only(dbs: list[Path], queries: list[tuple[str, str]], args) -> None:
+    """Recall figures of stores built earlier (by --keep), with the code checked out now."""
+    print(f"# {os.cpu_count()} cpus, load {os.getloadavg()}", flush=True)
+    print(
+        f"{'facts':>7} {'cold p50 s':>10} {'cold p95 s':>10} {'cold cpu s':>10} "
+        f"{'warm ms/q':>9} {'warm cpu ms':>11} {'KB/fact':>7} {'links/f':>7} {'RSS MB':>6}  store"
+    )
+    for db in dbs:
+        with tempfile.TemporaryDirectory() as tmp:
+            figures = store_figures(db)
+            r = recall_figures(db, Path(tmp), queries, args.queries, args.batch_queries)
+        print(
+            f"{figures['facts']:>7} {r['cold_p50']:>10.2f} {r['cold_p95']:>10.2f} "
+            f"{r['cold_cpu_p50']:>10.2f} {r['warm_ms']:>9.1f} {r['warm_cpu_ms']:>11.1f} "
+            f"{figures['bytes'] / 1024 / figures['facts']:>7.2f} "
+            f"{figures['links'] / figures['facts']:>7.1f} {r['recall_rss_mb']:>6.0f}  {db}",
+            flush=True,
+        )
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
@@ -287,11 +348,21 @@ def main() -> None:
         "10000,100000",
     )
     parser.add_argument(
+        "--measure",
+        nargs="+",
+        type=Path,
+        metavar="DB",
+        help="instead: only the recall figures of these stores (e.g. the scale-N.db copies "
+        "that --keep leaves), with the code checked out now",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="keep the store in --keep and grow it from where it is (sizes it holds skipped)",
     )
     args = parser.parse_args()
+    compileall.compile_dir(ROOT / "memcli", quiet=1)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
     sizes = [int(s) for s in args.sizes.split(",")]
     per_size = [int(s) for s in args.imports_per_size.split(",")]
@@ -316,6 +387,9 @@ def main() -> None:
             )
         return
     queries = load_queries(args.dataset, max(args.queries, args.batch_queries), rng)
+    if args.measure:
+        measure_only(args.measure, queries, args)
+        return
 
     from memcli.models.embedder import load_embedder
 
@@ -379,27 +453,7 @@ def main() -> None:
         raw_rate, raw_cpu_rate = raw_embed_rate(embedder, segment, args.raw_sample, rng)
         done = size
 
-        cold: list[float] = []
-        cold_cpu: list[float] = []
-        recall_rss = 0
-        for query, now in queries[: args.queries]:
-            seconds, rss, _, cpu = run_timed([*MEM, "--db", str(db), "recall", query, "--now", now])
-            cold.append(seconds)
-            cold_cpu.append(cpu)
-            recall_rss = max(recall_rss, rss)
-
-        n = args.batch_queries
-        one = []
-        one_cpu = []
-        for _ in range(3):
-            seconds, rss, cpu = batch_run(folder, db, queries[:1])
-            one.append(seconds)
-            one_cpu.append(cpu)
-            recall_rss = max(recall_rss, rss)
-        many, rss, many_cpu = batch_run(folder, db, queries[:n])
-        recall_rss = max(recall_rss, rss)
-        warm_ms = (many - statistics.median(one)) / (n - 1) * 1000
-        warm_cpu_ms = (many_cpu - statistics.median(one_cpu)) / (n - 1) * 1000
+        recall = recall_figures(db, folder, queries, args.queries, args.batch_queries)
         row = {
             "size": size,
             "facts": figures["facts"],
@@ -410,18 +464,16 @@ def main() -> None:
             "retain_fps_cpu": new_facts / retain_cpu,
             "raw_fps_cpu": raw_cpu_rate,
             "ratio_cpu": new_facts / retain_cpu / raw_cpu_rate,
-            "cold_cpu_p50": statistics.median(cold_cpu),
-            "warm_cpu_ms": warm_cpu_ms,
+            **recall,
             "load": (load_before, os.getloadavg()[0]),
-            "cold_p50": statistics.median(cold),
-            "cold_p95": percentile(cold, 0.95),
-            "warm_ms": warm_ms,
             "kb_per_fact": figures["bytes"] / 1024 / figures["facts"],
             "links_per_fact": figures["links"] / figures["facts"],
             "retain_rss_mb": retain_rss / 1024,
-            "recall_rss_mb": recall_rss / 1024,
         }
         rows.append(row)
+        if args.keep:
+            # A copy at each size, so later code can be measured on the same stores (--measure).
+            shutil.copyfile(db, folder / f"scale-{size}.db")
         print(json.dumps(row), file=sys.stderr, flush=True)
 
     print(
