@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 
+from memcli import tokens
 from memcli.clock import utc_to_local
 from memcli.store import Fact
 
@@ -47,12 +48,18 @@ def said_and_about(fact: Fact) -> str:
     """When the memory was said and, kept apart, the time it talks about: "2026-03-21" when
     it is about that day (or no other time is known), else "said 2026-02-10, about 2026-11
     (future when said)". A plan said in February about November must not read as done."""
-    said_day = said_on(fact)
+    return said_and_about_times(fact.mentioned_at, fact.occurred_start, fact.occurred_end)
+
+
+def said_and_about_times(
+    mentioned_at: datetime, start: datetime | None, end: datetime | None
+) -> str:
+    """said_and_about of a memory with these times (retain has no Fact yet)."""
+    said_day = utc_to_local(mentioned_at).date()
     said = said_day.isoformat()
-    start = fact.occurred_start
     if start is None:
         return said
-    about = _span(start, fact.occurred_end)
+    about = _span(start, end)
     if about == said:
         return said
     ahead = " (future when said)" if start.date() > said_day else ""
@@ -61,5 +68,27 @@ def said_and_about(fact: Fact) -> str:
 
 def memory_block(fact: Fact) -> str:
     """One memory as printed and as counted against the token budget."""
-    who = f"{fact.context}: " if fact.context else ""
-    return f"[{said_and_about(fact)}] {who}{fact.text}"
+    return f"[{said_and_about(fact)}]{block_tail(fact.context, fact.text)}"
+
+
+def block_tail(context: str | None, text: str) -> str:
+    """A memory block after its date: " who: text". Its token count is stored with the fact
+    (facts.tail_tokens), counted when the fact is written."""
+    who = f"{context}: " if context else ""
+    return f" {who}{text}"
+
+
+def block_tokens(fact: Fact) -> int:
+    """count_tokens(memory_block(fact)) without loading the encoding when the fact carries
+    its tail's count: cl100k's pre-tokenizer always cuts between the "]" and the space after
+    it (a run of punctuation stops at whitespace; the next piece starts at the space), so the
+    block's count is the date's plus the tail's (tests/test_tokens.py checks it on real text)."""
+    date = f"[{said_and_about(fact)}]"
+    if fact.tail_tokens is None:
+        return tokens.count_tokens(date + block_tail(fact.context, fact.text))
+    return tokens.count_tokens_any_digits(date) + fact.tail_tokens
+
+
+def tail_tokens(context: str | None, text: str) -> int:
+    """What a fact stores as its tail_tokens."""
+    return tokens.count_tokens(block_tail(context, text))

@@ -374,9 +374,6 @@ def recall(
     except ValueError as exc:
         fail(f"--as-of: {exc}", 2)
     store = open_store(create=False)
-    from memcli import tokens
-
-    tokens.preload()  # the token budget needs it last; load it while the rest runs
     model_cache: dict[str, Any] = {}
 
     def bank_model(bank: str):

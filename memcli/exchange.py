@@ -422,6 +422,7 @@ def _insert_fact(
     store: Store, bank_id: int, rec: dict[str, Any], entity_ids: list[int], blob: bytes
 ) -> None:
     from memcli import fts
+    from memcli.blocks import tail_tokens
     from memcli.store import FACT_TYPES
 
     if rec["fact_type"] not in FACT_TYPES:
@@ -433,6 +434,7 @@ def _insert_fact(
         fts.index_text(rec["text"]),
         fts.index_text(rec["context"] or ""),
         blob,
+        tail_tokens(rec["context"], rec["text"]),
     )
 
 

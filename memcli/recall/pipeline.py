@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memcli import tokens
-from memcli.blocks import memory_block
+from memcli.blocks import block_tokens
 from memcli.clock import utcnow
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
@@ -168,7 +168,7 @@ def recall(
     results, used = budget_mod.fit(
         ranked,
         options.max_tokens,
-        lambda c: tokens.count_tokens(memory_block(c.fact)),
+        lambda c: block_tokens(c.fact),
         options.limit,
         options.min_score,
         budget_mod.block_floor(),

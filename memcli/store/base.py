@@ -175,9 +175,12 @@ class StoreBase:
                         )
                     with self._translated():
                         _run_migrations(self.conn, self.path)
+                    version = SCHEMA_VERSION
         except BaseException:
             self.conn.close()
             raise
+        # What the reads may rely on: a read-only file stays at the version it has.
+        self.version_at_open: int = version
 
     def reader(self) -> StoreBase:
         """Another connection to the same file (for an arm run in a second thread)."""

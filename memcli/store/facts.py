@@ -26,8 +26,15 @@ CONTEXTS_AMONG_SQL = (
 _FACT_COLUMNS = (
     "f.id, f.text, f.context, f.fact_type, f.mentioned_at, f.occurred_start, f.occurred_end, "
     "f.tags, f.metadata, f.proof_count, f.source_id, d.external_id, f.chunk_id, "
-    "f.valid_from, f.invalid_at, f.superseded_by, f.created_at"
+    "f.valid_from, f.invalid_at, f.superseded_by, f.created_at, f.tail_tokens"
 )
+# A file opened read-only is not upgraded: before schema 6 it has no tail_tokens.
+_FACT_COLUMNS_V5 = _FACT_COLUMNS.replace("f.tail_tokens", "NULL")
+
+
+def fact_columns(schema_version: int) -> str:
+    """The columns _fact_from_row reads, for a file of this schema version."""
+    return _FACT_COLUMNS if schema_version >= 6 else _FACT_COLUMNS_V5
 
 
 def _fact_from_row(row: Sequence[Any], entities: list[str]) -> Fact:
@@ -50,6 +57,7 @@ def _fact_from_row(row: Sequence[Any], entities: list[str]) -> Fact:
         invalid_at=parse_iso(row[14]),
         superseded_by=row[15],
         created_at=parse_iso(row[16]),
+        tail_tokens=row[17],
     )
 
 
@@ -75,6 +83,7 @@ class FactsMixin:
         entity_names: list[str],
         embedding: np.ndarray,
         now: datetime,
+        tail_tokens: int | None = None,
         lead_in: str | None = None,
         valid_from: datetime | None = None,
     ) -> int:
@@ -82,7 +91,8 @@ class FactsMixin:
         self.conn.execute(
             "INSERT INTO facts(bank_id, text, context, fact_type, mentioned_at, occurred_start, "
             "occurred_end, event_time, tags, metadata, source_id, document_id, chunk_id, "
-            "content_hash, created_at, valid_from) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "content_hash, created_at, valid_from, tail_tokens) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 bank_id,
                 text,
@@ -100,6 +110,7 @@ class FactsMixin:
                 content_hash,
                 iso(now),
                 iso(valid_from or mentioned_at),
+                tail_tokens,
             ),
         )
         fact_id = self.conn.last_insert_rowid()
@@ -210,7 +221,7 @@ class FactsMixin:
             ):
                 entity_names[fid].append(name)
             for row in self.conn.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts f "
+                f"SELECT {fact_columns(self.version_at_open)} FROM facts f "
                 "LEFT JOIN documents d ON d.id = f.document_id "
                 f"WHERE f.id IN ({m}){bank_cond}",
                 (*batch, *bank_args),

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from memcli.store.facts import _FACT_COLUMNS, _fact_from_row
+from memcli.store.facts import _fact_from_row, fact_columns
 from memcli.store.search import filter_sql
 from memcli.store.types import Fact, StoreError, batched, iso, marks
 
@@ -106,7 +106,7 @@ class LifecycleMixin:
         memory stays bounded at any size), read a page at a time to fetch entity names."""
         cond, params = selection_sql(sel, "f")
         rows_iter = self.conn.cursor().execute(
-            f"SELECT {_FACT_COLUMNS} FROM facts f "
+            f"SELECT {fact_columns(self.version_at_open)} FROM facts f "
             "LEFT JOIN documents d ON d.id = f.document_id "
             f"WHERE f.bank_id = ?{cond} "
             "ORDER BY f.mentioned_at DESC, f.id DESC LIMIT ? OFFSET ?",
@@ -503,17 +503,19 @@ class LifecycleMixin:
         fts_text: str,
         fts_context: str,
         embedding: bytes,
+        tail_tokens: int | None = None,
     ) -> None:
         """One fact with every column as given (ids already mapped), its tags, FTS row,
-        entity rows and vector."""
+        entity rows and vector. tail_tokens is not exported (it depends on the tokenizer):
+        the importer counts it."""
         values = [
             json.dumps(rec[c], ensure_ascii=False) if c in _JSON_COLUMNS else rec[c]
             for c in FACT_EXPORT_COLUMNS
         ]
         self.conn.execute(
-            f"INSERT INTO facts(bank_id, {', '.join(FACT_EXPORT_COLUMNS)}) "
-            f"VALUES(?, {marks(len(FACT_EXPORT_COLUMNS))})",
-            (bank_id, *values),
+            f"INSERT INTO facts(bank_id, {', '.join(FACT_EXPORT_COLUMNS)}, tail_tokens) "
+            f"VALUES(?, {marks(len(FACT_EXPORT_COLUMNS))}, ?)",
+            (bank_id, *values, tail_tokens),
         )
         fid = rec["id"]
         self.conn.executemany(

@@ -75,6 +75,9 @@ class Fact:
     invalid_at: datetime | None = None
     superseded_by: int | None = None
     created_at: datetime | None = None
+    # Tokens of the fact's printed block after its date (blocks.block_tail); None in a
+    # store not yet upgraded, where recall counts the whole block.
+    tail_tokens: int | None = None
 
     @property
     def event_time(self) -> datetime:
