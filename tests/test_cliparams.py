@@ -1,5 +1,6 @@
 """mem's own option conversion (memcli/cliparams.py) gives what typer's pydantic one gives,
-for every option and argument of every command, and keeps pydantic out of a recall."""
+for every option and argument of every command (tests/test_startup.py checks that a recall
+never imports pydantic)."""
 
 from __future__ import annotations
 
@@ -108,23 +109,3 @@ def test_a_bad_value_is_a_usage_error_naming_the_option(tmp_path):
     assert proc.returncode == 2
     assert "--max-tokens" in proc.stderr and "'abc' is not a valid integer" in proc.stderr
     assert "Traceback" not in proc.stderr
-
-
-def test_recall_never_imports_pydantic(tmp_path):
-    db = tmp_path / "m.db"
-    subprocess.run(
-        [sys.executable, "-m", "memcli", "--db", str(db), "retain", "Maya booked Lisbon."],
-        check=True,
-        capture_output=True,
-    )
-    probe = (
-        "import atexit, sys\n"
-        "atexit.register(lambda: print('pydantic' in sys.modules, file=sys.stderr))\n"
-        f"sys.argv = ['mem', '--db', {str(db)!r}, 'recall', 'where is Maya going?']\n"
-        "from memcli.cli import main\n"
-        "main()\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "Lisbon" in proc.stdout
-    assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr

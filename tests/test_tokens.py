@@ -217,27 +217,3 @@ def test_a_schema_5_store_is_upgraded_with_counts_and_read_only_opens_still_read
         b = upgraded.require_bank("default")
         read = upgraded.facts_by_id(upgraded.fact_ids_of_bank(b))
         assert {f.text: f.tail_tokens for f in read.values()} == want
-
-
-def test_a_recall_after_retain_never_loads_the_tokenizer(tmp_path):
-    db = tmp_path / "m.db"
-    mem = [sys.executable, "-m", "memcli", "--db", str(db)]
-    subprocess.run(
-        [*mem, "retain", "Maya booked Lisbon for May 4.", "--at", "2026-02-03"],
-        check=True,
-        capture_output=True,
-    )
-    probe = (
-        "import atexit, sys\n"
-        "atexit.register(lambda: print('tiktoken' in sys.modules, file=sys.stderr))\n"
-        f"sys.argv = ['mem', '--db', {str(db)!r}, 'recall', 'where is Maya going?', "
-        "'--format', 'json']\n"
-        "from memcli.cli import main\n"
-        "main()\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
-    assert "Lisbon" in result["results"][0]["text"]
-    assert result["total_tokens"] == sum(r["tokens"] for r in result["results"]) > 0
-    assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr

@@ -63,6 +63,18 @@ def same_model_name(recorded: str, name: str) -> bool:
     return recorded == name or recorded.startswith(name + "-")
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique of a 1-d integer array. numpy 2's own imports numpy.ma on first use (~14 ms
+    of every cold recall) to ask whether the array is masked."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 class BankScan:
     """One bank's vectors as vec0 (0.1.9) keeps them: for every live row its fact id, chunk
     and offset, its fact type, and its sign bits as 64-bit words (one row per word, so the
@@ -144,7 +156,7 @@ class BankScan:
             # np.zeros is calloc: pages are only touched when rows are stored.
             self._halves = np.zeros((len(self.ids), self.dim), dtype=HALF)
             self._have = np.zeros(len(self.ids), dtype=bool)
-        need = np.unique(rows[~self._have[rows]])
+        need = sorted_unique(rows[~self._have[rows]])
         if len(need):
             ids = self.ids[need].tolist()
             # One statement for all of them, probed in id order (json_each: no parameter
@@ -513,7 +525,7 @@ class VectorsMixin:
         floats: list[tuple[np.ndarray, np.ndarray]] = []
         for si, scan in enumerate(scans):
             parts = [rows for pick in picks for s2, rows in pick if s2 == si]
-            rows = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            rows = sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
             floats.append((rows, scan.floats(rows)))
         out = []
         for qi, query in enumerate(queries):

@@ -1,0 +1,66 @@
+"""What a cold `mem recall` process loads: each module here cost a measured part of the
+start-up (bench/RESULTS.md, scale section) and recall has no need of it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from memcli.store.vectors import sorted_unique
+
+# module: why it must stay out of a recall
+NOT_LOADED = {
+    "pydantic": "typer's option coercion, ~0.2 s (memcli/cliparams.py converts instead)",
+    "tiktoken": "the encoding's load, ~0.15 s (facts store their token counts)",
+    "numpy.ma": "imported by np.unique, ~14 ms (store/vectors.py sorted_unique)",
+}
+
+
+def test_a_recall_after_retain_loads_none_of_the_costly_modules(tmp_path):
+    db = tmp_path / "m.db"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memcli",
+            "--db",
+            str(db),
+            "retain",
+            "Maya booked Lisbon for May 4.",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    probe = (
+        "import atexit, json, sys\n"
+        f"names = {sorted(NOT_LOADED)!r}\n"
+        "atexit.register(lambda: print(json.dumps([n for n in names if n in sys.modules]),"
+        " file=sys.stderr))\n"
+        f"sys.argv = ['mem', '--db', {str(db)!r}, 'recall', 'where is Maya going?', "
+        "'--format', 'json']\n"
+        "from memcli.cli import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert "Lisbon" in result["results"][0]["text"]
+    assert result["total_tokens"] == sum(r["tokens"] for r in result["results"]) > 0
+    loaded = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert not loaded, {name: NOT_LOADED[name] for name in loaded}
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], [5], [3, 3], [2, 1, 2, 1], list(range(10, 0, -1)), [0, 7, 7, 7, 1, 0]],
+)
+def test_sorted_unique_is_np_unique(values):
+    arr = np.asarray(values, dtype=np.int64)
+    assert sorted_unique(arr).tolist() == np.unique(arr).tolist()
+    rng = np.random.default_rng(len(values))
+    big = rng.integers(0, 50, size=200)
+    assert sorted_unique(big).tolist() == np.unique(big).tolist()
