@@ -64,3 +64,41 @@ def test_sorted_unique_is_np_unique(values):
     rng = np.random.default_rng(len(values))
     big = rng.integers(0, 50, size=200)
     assert sorted_unique(big).tolist() == np.unique(big).tolist()
+
+
+@pytest.mark.parametrize(
+    "argv,name",
+    [
+        ([], None),
+        (["--help"], None),
+        (["--version"], None),
+        (["recall", "q"], "recall"),
+        (["--db", "recall", "retain", "x"], "retain"),  # a file named like a command
+        (["--bank", "work", "--db", "m.db", "list"], "list"),
+        (["--db=m.db", "show", "3"], "show"),
+        (["--", "recall"], None),
+        (["models", "add", "x.gguf"], "models"),
+    ],
+)
+def test_the_command_a_line_names(argv, name):
+    from memcli.cli import invoked_command
+
+    assert invoked_command(argv) == name
+
+
+def test_building_only_the_named_command_changes_no_help_or_error():
+    """Each command's --help, and typer's errors for a typo or a group, read the same whether
+    typer built every command or only the one named."""
+    from typer.testing import CliRunner
+
+    from memcli.cli import app, invoked_command, only_command
+
+    lines = [[name, "--help"] for name in ("retain", "recall", "list", "show", "mcp", "bench")]
+    lines += [["recal", "x"], ["models", "--help"], ["config", "nope"], ["recall"]]
+    runner = CliRunner()
+    for argv in lines:
+        everything = runner.invoke(app, argv, env={"COLUMNS": "100"})
+        with only_command(invoked_command(argv)):
+            one = runner.invoke(app, argv, env={"COLUMNS": "100"})
+        assert (one.exit_code, one.output) == (everything.exit_code, everything.output), argv
+    assert len(app.registered_commands) > 10  # restored afterwards
