@@ -46,8 +46,10 @@ def _fact_from_row(row: Sequence[Any], entities: list[str]) -> Fact:
         mentioned_at=datetime.fromisoformat(row[4]),
         occurred_start=parse_iso(row[5]),
         occurred_end=parse_iso(row[6]),
-        tags=json.loads(row[7]),
-        metadata=json.loads(row[8]),
+        tags=[] if row[7] == "[]" else json.loads(row[7]),
+        # Most facts have none: json.loads of every "{}" and "[]" was ~15% of reading
+        # recall's ~400-600 candidates.
+        metadata={} if row[8] == "{}" else json.loads(row[8]),
         proof_count=row[9],
         source_id=row[10],
         document_id=row[11],
