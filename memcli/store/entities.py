@@ -53,7 +53,9 @@ class EntitiesMixin:
         rows = self.conn.execute(
             "SELECT e.id, e.name, e.aliases, e.last_seen FROM entity_keys k "
             f"JOIN entities e ON e.id = k.entity_id WHERE k.key IN ({marks(len(keys))}) "
-            "AND e.bank_id = ? "
+            # "+": the keys find the rows; the bank is checked on each. Searched by bank_id,
+            # the plan read every entity of the bank per name (11 ms at 30k facts).
+            "AND +e.bank_id = ? "
             # Rows that match the whole name first, so a common token cannot push them out.
             "GROUP BY e.id ORDER BY max(k.key = ?) DESC, e.mention_count DESC LIMIT ?",
             (*keys, bank_id, keys[0], limit),
