@@ -102,3 +102,33 @@ def test_building_only_the_named_command_changes_no_help_or_error():
             one = runner.invoke(app, argv, env={"COLUMNS": "100"})
         assert (one.exit_code, one.output) == (everything.exit_code, everything.output), argv
     assert len(app.registered_commands) > 10  # restored afterwards
+
+
+def run_mem(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "memcli", *args], capture_output=True, text=True, input=stdin
+    )
+
+
+def test_leaving_without_teardown_loses_nothing(tmp_path):
+    """main() ends with os._exit (cli.exit_now): the store file alone holds every write
+    (the connection was closed, so the WAL went into it), piped output arrives whole, and
+    the status is what the command meant."""
+    db = tmp_path / "m.db"
+    lines = "\n".join(
+        json.dumps({"text": f"Note {i}: the blue kettle is on shelf {i}."}) for i in range(40)
+    )
+    assert run_mem("--db", str(db), "retain", "--jsonl", "-", stdin=lines).returncode == 0
+    assert not (tmp_path / "m.db-wal").exists() or (tmp_path / "m.db-wal").stat().st_size == 0
+    alone = tmp_path / "copy.db"
+    alone.write_bytes(db.read_bytes())  # the file without its -wal, as a user copies it
+    listed = run_mem("--db", str(alone), "list", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 40
+    exported = run_mem("--db", str(db), "export")
+    assert exported.returncode == 0
+    assert exported.stdout.endswith("\n") and len(exported.stdout.splitlines()) > 40
+    # Statuses: success, a one-line error, a usage error.
+    assert run_mem("--db", str(tmp_path / "none.db"), "recall", "x").returncode == 1
+    assert run_mem("--db", str(db), "recall", "x", "--max-tokens", "abc").returncode == 2
+    assert run_mem("--version").returncode == 0
