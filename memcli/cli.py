@@ -517,8 +517,13 @@ def exit_now(code: object) -> NoReturn:
     every module and object (numpy's, llama.cpp's) took ~40 ms of a ~0.4 s cold recall and
     does nothing a user can see. What teardown would do that matters is done first: atexit
     handlers run, every SQLite connection still open is closed (so the last one checkpoints
-    the WAL into the store file, as at any close) and the output is flushed."""
+    the WAL into the store file, as at any close) and the output is flushed. Under a
+    profiler or a tracer (cProfile, coverage), which write their results at teardown, it is
+    a plain sys.exit."""
     import atexit
+
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)  # type: ignore[arg-type]
 
     if code is None or isinstance(code, int):
         status = code or 0
