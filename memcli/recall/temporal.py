@@ -45,17 +45,19 @@ def run(ctx: ArmContext) -> ArmResult:
     result = ArmResult("temporal", [], "temporal")
     if window is None or ctx.query_vec is None:
         return result
-    times = ctx.store.facts_in_window(ctx.bank_id, window.start, window.end, ctx.filters)
-    nearest = ctx.store.nearest_among(ctx.bank_id, ctx.query_vec, list(times), s.temporal_pool)
+    in_window = ctx.store.fact_ids_in_window(ctx.bank_id, window.start, window.end, ctx.filters)
+    nearest = ctx.store.nearest_among(ctx.bank_id, ctx.query_vec, in_window, s.temporal_pool)
     cosine = dict(nearest)
     pool = [f for f, c in nearest if c >= s.temporal_pool_floor]
+    times = ctx.store.fact_time_spans(pool)
+    pool = [f for f in pool if f in times]  # a fact deleted meanwhile by another process
     # Score in the pool: half how well it fits the window, half how well it fits the query.
     score = {f: 0.5 * proximity(*times[f], window) + 0.5 * cosine[f] for f in pool}
 
     entries = _entry_points(pool, times, score, window, s.temporal_entry_points, s.temporal_buckets)
     result.notes = {
         "window": window.to_json(),
-        "in_window": len(times),
+        "in_window": len(in_window),
         "pool": len(pool),
         "entry_points": entries,
     }
