@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from memcli.retain import Retainer, RetainItem
 from memcli.store import APPLICATION_ID, CONTEXTS_AMONG_SQL, SCHEMA_VERSION, Store
@@ -65,7 +65,7 @@ def _write_version_2_file(path, embedder) -> None:
 def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, embedder):
     _write_version_2_file(db_path, embedder)
     with Store(db_path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 6
+        assert store.schema_version() == SCHEMA_VERSION == 7
         assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert {"facts_context", "facts_dedupe"} <= index_names(store)
         bank = store.require_bank("default")
@@ -182,3 +182,78 @@ def test_every_foreign_key_has_an_index_on_its_child_columns(store):
             if not any(idx[: len(cols)] == tuple(cols) for idx in leading):
                 missing.append(f"{table}({', '.join(cols)})")
     assert missing == [], missing
+
+
+def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path):
+    """fact_ids_in_window against the rule it implements, on periods before, across, inside
+    and after windows, and points; each of its two parts read through an index."""
+    import numpy as np
+
+    from memcli.store.types import iso
+
+    day = timedelta(days=1)
+    base = datetime(2026, 3, 1)
+    periods = [  # (start, end or None for a point)
+        (base - 10 * day, base - 5 * day),  # ends before
+        (base - 10 * day, base + 2 * day),  # across the window's start
+        (base - 10 * day, base + 40 * day),  # around the whole window
+        (base + 3 * day, None),  # a point inside
+        (base + 3 * day, base + 4 * day),  # inside
+        (base + 20 * day, base + 45 * day),  # across the window's end
+        (base + 40 * day, None),  # a point after
+        (base, None),  # a point at the start (inside: half-open)
+        (base + 30 * day, None),  # a point at the end (outside)
+        (base - 3 * day, base),  # ends at the start (outside: ends are exclusive)
+    ]
+    with Store(db_path) as store, store.atomic():
+        bank = store.ensure_bank("default", base)
+        store.ensure_vectors(bank, "unit", None, 8)
+        ids = []
+        for i, (start, end) in enumerate(periods):
+            ids.append(
+                store.insert_fact(
+                    bank_id=bank,
+                    text=f"fact {i}",
+                    context=None,
+                    fact_type="world",
+                    mentioned_at=start,
+                    occurred_start=start if end else None,
+                    occurred_end=end,
+                    tags=[],
+                    metadata={},
+                    source_id=None,
+                    document_id=None,
+                    chunk_id=None,
+                    content_hash=f"h{i}",
+                    entity_names=[],
+                    embedding=np.eye(8, dtype=np.float32)[i % 8],
+                    now=base,
+                )
+            )
+    with Store(db_path) as store:
+        for w_start, w_end in [
+            (base, base + 30 * day),
+            (base + 35 * day, base + 50 * day),
+            (base - 20 * day, base - 9 * day),
+        ]:
+            want = {
+                fid
+                for fid, (start, end) in zip(ids, periods)
+                if start < w_end and ((end or start) > w_start if end else start >= w_start)
+            }
+            got = store.fact_ids_in_window(bank, w_start, w_end, None)
+            assert sorted(got) == sorted(want), (w_start, w_end)
+        sql = [
+            "SELECT id FROM facts f WHERE f.bank_id = ? AND f.occurred_end > ? "
+            "AND f.occurred_end IS NOT NULL AND f.event_time < ?",
+            "SELECT id FROM facts f WHERE f.bank_id = ? AND f.event_time >= ? "
+            "AND f.event_time < ? AND (f.occurred_end IS NULL OR f.occurred_end > ?)",
+        ]
+        plans = [
+            " ".join(r[-1] for r in store.conn.execute("EXPLAIN QUERY PLAN " + q, args))
+            for q, args in zip(
+                sql, [(bank, iso(base), iso(base)), (bank, iso(base), iso(base), iso(base))]
+            )
+        ]
+        assert "facts_occurred_end" in plans[0], plans
+        assert "facts_event_time (bank_id=? AND event_time>? AND event_time<?)" in plans[1], plans

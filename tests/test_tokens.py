@@ -16,6 +16,7 @@ import pytest
 from memcli import tokens
 from memcli.blocks import block_tokens, memory_block, tail_tokens
 from memcli.store import Fact, Store
+from memcli.store.schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -183,7 +184,8 @@ def test_retained_and_imported_facts_carry_their_tail_count(store, remember, tmp
 
 
 def schema_5_copy(src: Path, dst: Path) -> None:
-    """The file as schema 5 left it: no tail_tokens column, user_version 5."""
+    """The file as schema 5 left it: no tail_tokens column (6), no facts_occurred_end
+    index (7), user_version 5."""
     import apsw
 
     conn = apsw.Connection(str(src))
@@ -191,7 +193,10 @@ def schema_5_copy(src: Path, dst: Path) -> None:
     conn.close()
     dst.write_bytes(src.read_bytes())
     conn = apsw.Connection(str(dst))
-    conn.execute("ALTER TABLE facts DROP COLUMN tail_tokens; PRAGMA user_version = 5")
+    conn.execute(
+        "ALTER TABLE facts DROP COLUMN tail_tokens; DROP INDEX facts_occurred_end; "
+        "PRAGMA user_version = 5"
+    )
     conn.close()
 
 
@@ -213,7 +218,7 @@ def test_a_schema_5_store_is_upgraded_with_counts_and_read_only_opens_still_read
         assert {f.text: f.tail_tokens for f in read.values()} == dict.fromkeys(want)
         assert all(block_tokens(f) == tokens.count_tokens(memory_block(f)) for f in read.values())
     with Store(old, create=False) as upgraded:
-        assert upgraded.schema_version() == 6
+        assert upgraded.schema_version() == SCHEMA_VERSION
         b = upgraded.require_bank("default")
         read = upgraded.facts_by_id(upgraded.fact_ids_of_bank(b))
         assert {f.text: f.tail_tokens for f in read.values()} == want
