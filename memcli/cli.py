@@ -508,8 +508,8 @@ def only_command(name: str | None) -> Iterator[None]:
 
 
 def _command_name(info: Any) -> str:
-    """The name typer gives a registered command (typer.main.get_command_name)."""
-    return info.name or info.callback.__name__.lower().replace("_", "-")
+    """The name typer gives a registered command."""
+    return info.name or typer.main.get_command_name(info.callback.__name__)
 
 
 def exit_now(code: object) -> NoReturn:

@@ -57,6 +57,23 @@ def plans(path, seen, tables=("facts",)):
         yield sql, bindings, [row[-1] for row in rows]
 
 
+def grow(remember, text, tags=lambda i: []) -> None:
+    """Three imports of 60 items (text(part, i)) into the default bank: two speakers, five
+    documents an import."""
+    for part in range(3):
+        remember(
+            [
+                RetainItem(
+                    text=text(part, i),
+                    context="alice" if i % 2 else "bob",
+                    document_id=f"doc-{part}-{i % 5}",
+                    tags=tags(i),
+                )
+                for i in range(60)
+            ]
+        )
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -68,19 +85,14 @@ def plans(path, seen, tables=("facts",)):
 )
 def test_recall_reads_never_walk_a_bank(store, remember, db_path, embedder, traced, options):
     # A store grown by several imports, in two banks, with documents, tags and speakers.
-    for part in range(3):
-        remember(
-            [
-                RetainItem(
-                    text=f"Note {part}-{i}: Alice met Bob at the cafe on Main Street about "
-                    f"project {i % 7}, and we planned the launch for May {1 + i % 28}.",
-                    context="alice" if i % 2 else "bob",
-                    document_id=f"doc-{part}-{i % 5}",
-                    tags=["work"] if i % 3 else ["home"],
-                )
-                for i in range(60)
-            ]
-        )
+    grow(
+        remember,
+        lambda part, i: (
+            f"Note {part}-{i}: Alice met Bob at the cafe on Main Street about "
+            f"project {i % 7}, and we planned the launch for May {1 + i % 28}."
+        ),
+        tags=lambda i: ["work"] if i % 3 else ["home"],
+    )
     remember("Carol keeps her bike in the garage.", bank="other")
     seen, hook = traced
     hook(store.conn)
@@ -113,18 +125,13 @@ def test_retain_into_a_grown_store_never_walks_a_bank(store, remember, db_path, 
     """Resolving a name read every entity of the bank (entities_bank, added with the
     foreign-key indexes of schema 5, beat the key lookup): 11 ms a name at 30k facts, the
     reason retain got slower as the store grew."""
-    for part in range(3):
-        remember(
-            [
-                RetainItem(
-                    text=f"Note {part}-{i}: Alice met Bob{i} and Carol{i % 9} at Cafe{i % 4} in "
-                    f"Lisbon about project {i % 7}.",
-                    context="alice" if i % 2 else "bob",
-                    document_id=f"doc-{part}-{i % 5}",
-                )
-                for i in range(60)
-            ]
-        )
+    grow(
+        remember,
+        lambda part, i: (
+            f"Note {part}-{i}: Alice met Bob{i} and Carol{i % 9} at Cafe{i % 4} in "
+            f"Lisbon about project {i % 7}."
+        ),
+    )
     seen, hook = traced
     hook(store.conn)
     remember(
