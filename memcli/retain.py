@@ -272,6 +272,7 @@ class Retainer:
         self.summary = RetainSummary()
         self._staging_bank: int | None = None
         self._staged_docs: dict[str, int] = {}
+        self._staged_items = 0  # of summary.items: staged, so gone if the call is cut short
         # Facts of live documents this call replaces: they will be gone, so nothing links
         # to them.
         self._replaced_fact_ids: set[int] = set()
@@ -343,6 +344,8 @@ class Retainer:
             raise
         # Only now that the transaction committed do the counts become true.
         self.summary.items += len(items)
+        if not self.append:
+            self._staged_items += sum(1 for item in items if item.document_id is not None)
         self.summary.batches += 1
         for key, value in counts.items():
             setattr(self.summary, key, getattr(self.summary, key) + value)
@@ -376,11 +379,17 @@ class Retainer:
         self.summary.documents_replaced += len(replaced)
 
     def _discard_staging(self) -> None:
+        """Drop the staged documents of a call cut short; the summary then counts only what
+        stays stored (the items of no document)."""
         if self._staging_bank is None:
             return
         try:
+            staged_facts = self.store.fact_count(self._staging_bank)
             with self.store.atomic():
                 self.store.discard_staging(self._staging_bank)
+            self.summary.items -= self._staged_items
+            self.summary.facts -= staged_facts
+            self._staged_items = 0
         except BaseException:  # noqa: BLE001 - the next writer purges it; keep the first error
             pass
         self._staging_bank = None

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import apsw
@@ -216,3 +217,35 @@ def test_two_replaces_of_one_document_at_once_leave_one_version_whole(db_path, t
     assert versions in ({"two"}, {"three"})
     assert len(texts_of(db_path, "big")) == (200 if versions == {"two"} else 150)
     assert hidden_rows(db_path) == 0
+
+
+def test_an_interrupted_call_counts_only_what_it_keeps(store, embedder):
+    """Cut short after two batches: the plain items committed stay and are counted; the
+    staged document is dropped and not counted ("kept N items" must be true)."""
+    from memcli.settings import RetainSettings
+
+    items = [RetainItem(text=f"Plain note {i} about the garden shed.") for i in range(3)]
+    items += [
+        RetainItem(text=f"Chapter line {i} of the manual.", document_id="manual") for i in range(5)
+    ]
+    batches = 0
+
+    def progress(n: int) -> None:
+        nonlocal batches
+        batches += 1
+        if batches == 2:
+            raise KeyboardInterrupt
+
+    retainer = Retainer(
+        store,
+        "default",
+        embedder,
+        now=datetime(2026, 11, 20),
+        settings=RetainSettings(batch_items=3),
+    )
+    summary = retainer.retain(items, progress=progress)
+    assert summary.interrupted
+    bank = store.require_bank("default")
+    assert store.fact_count(bank) == 3
+    assert (summary.items, summary.facts) == (3, 3)
+    assert summary.line().startswith("interrupted: kept 3 items, 3 facts stored")
