@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memcli.retain import RetainItem
-from memcli.store.vectors import prefilter_candidates, sign_bits
+from memcli.store.vectors import hamming_reach, prefilter_candidates, sign_bits
 
 DAY = datetime(2026, 5, 1, 9)
 
@@ -91,6 +91,7 @@ def test_a_fact_deleted_by_another_process_after_the_scan_reads_as_zeros(store, 
 
     remember([RetainItem(f"Fact number {i}.", timestamp=DAY) for i in range(3)])
     bank = store.require_bank("default")
+    store.forget_scans()  # a scan whose floats are not read yet (retain's links read some)
     scan = store._bank_scan(bank)
     rows = np.arange(len(scan))
     doomed = int(scan.ids[0])
@@ -100,3 +101,133 @@ def test_a_fact_deleted_by_another_process_after_the_scan_reads_as_zeros(store, 
     assert not vectors[0].any() and all(v.any() for v in vectors[1:])
     # the next search reads the bank again and no longer has it
     assert doomed not in {f for f, _ in store.nearest(bank, vectors[1], 5)}
+
+
+def _same_scan(store, bank, after: str = "") -> None:
+    """The cached scan (kept across this connection's writes) holds exactly what a fresh
+    read of the bank does: the same rows, bits and fact types."""
+    from memcli.store.vectors import BankScan
+
+    kept = store._bank_scan(bank)
+    fresh = BankScan(store.conn, bank, store.vector_dim())
+    order_kept, order_fresh = np.argsort(kept.ids), np.argsort(fresh.ids)
+    assert kept.ids[order_kept].tolist() == fresh.ids[order_fresh].tolist(), after
+    assert (kept.words[:, order_kept] == fresh.words[:, order_fresh]).all()
+    assert (kept.types[order_kept] == fresh.types[order_fresh]).all()
+
+
+def test_a_kept_scan_follows_this_connections_writes(store, remember, db_path):
+    from memcli.store import Store
+
+    remember([RetainItem(f"First import, fact {i}.", timestamp=DAY) for i in range(5)])
+    bank = store.require_bank("default")
+    scan = store._bank_scan(bank)
+    steps = {
+        "retain": lambda: remember(
+            [RetainItem(f"More facts, number {i}.", timestamp=DAY) for i in range(70)]
+        ),
+        "read twice": lambda: store._bank_scan(bank),
+        "delete": lambda: store.delete_facts(store.fact_ids_of_bank(bank)[:3]),
+        "retain a document": lambda: remember(
+            [RetainItem(f"Doc line {i}.", document_id="d", timestamp=DAY) for i in range(4)]
+        ),
+        "replace the document": lambda: remember(
+            [RetainItem("The doc, new version.", document_id="d", timestamp=DAY)]
+        ),
+    }
+    for name, step in steps.items():
+        with store.atomic():
+            step()
+        _same_scan(store, bank, name)
+    assert store._bank_scan(bank) is not scan  # the delete dropped the first one
+
+    # writes rolled back: the scan had been told of rows that do not exist
+    store._bank_scan(bank)
+    with pytest.raises(RuntimeError), store.atomic():
+        remember([RetainItem("Rolled back.", timestamp=DAY)])
+        store._bank_scan(bank)
+        raise RuntimeError("undo")
+    _same_scan(store, bank)
+
+    # another connection's commit
+    with Store(db_path) as other, other.atomic():
+        other.delete_facts(other.fact_ids_of_bank(bank)[:2])
+    _same_scan(store, bank)
+
+
+def test_link_search_over_a_large_bank_finds_the_exact_nearest_earlier_facts(store):
+    """nearest_earlier reads floats only for rows within hamming_reach of a new fact: on
+    clustered vectors (neighbours at cosine 0.7-0.95, a bank several times the candidates)
+    it still finds exactly the nearest earlier facts with cosine >= the floor."""
+    rng = np.random.default_rng(3)
+    k, floor = 10, 0.7
+    n = 8 * prefilter_candidates(k) + 500
+    centres = rng.standard_normal((n // 20, 384)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    noise = rng.standard_normal((n, 384)).astype(np.float32)
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    mix = rng.uniform(0.25, 0.6, (n, 1)).astype(np.float32)
+    vectors = centres[np.arange(n) % len(centres)] + mix * noise
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with store.atomic():
+        bank = store.ensure_bank("default", DAY)
+        store.ensure_vectors(bank, "clustered-test-vectors", None, 384)
+        for i, vec in enumerate(vectors):
+            store.insert_fact(
+                bank_id=bank,
+                text=f"fact {i}",
+                context=None,
+                fact_type="world",
+                mentioned_at=DAY,
+                occurred_start=None,
+                occurred_end=None,
+                tags=[],
+                metadata={},
+                source_id=None,
+                document_id=None,
+                chunk_id=None,
+                content_hash=f"h{i}",
+                entity_names=[],
+                embedding=vec,
+                now=DAY,
+            )
+    ids = np.array(store.fact_ids_of_bank(bank))
+    stored = np.stack([store.vectors_for([int(i)])[int(i)] for i in ids])
+    new = list(range(len(ids) - 64, len(ids)))
+    excluded = {int(ids[5]), int(ids[25])}
+    found = store.nearest_earlier(
+        [bank], [int(ids[i]) for i in new], stored[new], k, excluded, floor
+    )
+    linked = sum(len(f) for f in found)
+    assert linked > 64 * 5  # the clusters give real neighbours
+    for i, got in zip(new, found):
+        cos = stored[:i] @ stored[i]
+        allowed = [j for j in np.argsort(-cos) if cos[j] >= floor and int(ids[j]) not in excluded]
+        # the same neighbours (equal cosines, position by position; near-ties may swap)
+        assert [c for _, c in got] == pytest.approx([float(cos[j]) for j in allowed[:k]], abs=2e-4)
+
+
+@pytest.mark.parametrize(
+    ("dim", "floor", "reach"),
+    [(384, 0.7, 132), (384, 0.9, 83), (768, 0.7, 243), (384, -1.0, 384), (384, 1.0, 0)],
+)
+def test_hamming_reach(dim, floor, reach):
+    assert hamming_reach(dim, floor) == reach
+
+
+def test_pairs_at_the_floor_are_within_the_hamming_reach():
+    """Random pairs at exactly the cosine floor, in random directions: their sign bits
+    differ in at most hamming_reach bits (the margin is four spreads: none of 3,000)."""
+    rng = np.random.default_rng(11)
+    for floor in (0.6, 0.7, 0.8):
+        reach = hamming_reach(384, floor)
+        a = rng.standard_normal((3000, 384))
+        a /= np.linalg.norm(a, axis=1, keepdims=True)
+        r = rng.standard_normal((3000, 384))
+        r -= (r * a).sum(axis=1, keepdims=True) * a  # orthogonal to a
+        r /= np.linalg.norm(r, axis=1, keepdims=True)
+        b = floor * a + np.sqrt(1 - floor**2) * r
+        assert np.allclose((a * b).sum(axis=1), floor)
+        distances = ((a > 0) != (b > 0)).sum(axis=1)
+        assert distances.max() <= reach
+        assert distances.mean() == pytest.approx(384 * np.arccos(floor) / np.pi, rel=0.02)

@@ -263,6 +263,7 @@ class StoreBase:
                     self.conn.execute(f"RELEASE {name}")
                 except apsw.Error:
                     pass
+                self._after_rollback()
                 raise
             self.conn.execute(f"RELEASE {name}")
             return
@@ -279,7 +280,11 @@ class StoreBase:
                         self.conn.execute("ROLLBACK")
                     except apsw.Error:
                         pass
+                self._after_rollback()
                 raise
+
+    def _after_rollback(self) -> None:
+        """Drop what caches know of writes that were just rolled back (mixins extend it)."""
 
     # The name retain and bench used before atomic() existed.
     write = atomic

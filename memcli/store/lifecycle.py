@@ -617,6 +617,7 @@ class LifecycleMixin:
         if have_dim is not None and int(have_dim) != dim:
             # Only possible when no other bank has vectors (checked before embedding).
             self.conn.execute("DROP TABLE fact_vec")
+            self.forget_scans()  # type: ignore[attr-defined]
             have_dim = None
         if have_dim is None:
             from memcli.store.vectors import vector_table_sql

@@ -18,7 +18,9 @@ so a mismatch is an error that names the fix.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -49,6 +51,19 @@ def vector_table_sql(name: str, dim: int) -> str:
     if int(dim) % 8 == 0:
         return head + f"embedding_bits bit[{int(dim)}], +embedding BLOB)"
     return head + f"embedding float[{int(dim)}] distance_metric=cosine)"
+
+
+def hamming_reach(dim: int, floor: float, margin: float = 4.0) -> int:
+    """The largest sign-bit Hamming distance at which two vectors may still have a cosine of
+    `floor`: a random hyperplane splits two vectors at angle t with probability t / pi, so
+    their distance over dim bits is about dim * t / pi, with a spread of sqrt(dim p (1 - p));
+    `margin` spreads above it. For MiniLM (384 bits) at 0.7: 132; measured on 6,000 real
+    sentences (18M pairs), no pair at or above 0.7 was farther than 124. A floor of -1 or
+    below reaches every distance."""
+    if floor <= -1.0:
+        return dim
+    p = math.acos(min(1.0, floor)) / math.pi
+    return min(dim, math.ceil(dim * p + margin * math.sqrt(dim * p * (1 - p))))
 
 
 def prefilter_candidates(k: int) -> int:
@@ -134,6 +149,25 @@ class BankScan:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def extend(self, rows: Sequence[tuple[int, str, bytes]]) -> None:
+        """Add rows this connection wrote after the scan was read, as (fact id, fact type,
+        sign bits): a retain's later batches search its earlier ones without reading the
+        whole bank again (~25 ms a batch at 100k facts)."""
+        if not rows:
+            return
+        nbytes = self.dim // 8
+        packed = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint8).reshape(-1, nbytes)
+        self.ids = np.concatenate([self.ids, np.array([r[0] for r in rows], dtype="<i8")])
+        self.words = np.concatenate(
+            [self.words, np.ascontiguousarray(packed.view(self.word_type).T)], axis=1
+        )
+        codes = np.array([FACT_TYPES.index(r[1]) for r in rows], dtype=np.int8)
+        self.types = np.concatenate([self.types, codes])
+        if self._slot is not None:
+            self._slot = np.concatenate([self._slot, np.full(len(rows), -1, dtype=np.int64)])
+        self._order = None
+        self._last = None
 
     def query_words(self, packed: bytes) -> np.ndarray:
         return np.frombuffer(packed, dtype=np.uint8).view(self.word_type)
@@ -222,8 +256,28 @@ class BankScan:
         return wanted[hit], self._order[pos[hit]]
 
 
+@dataclass
+class _CachedScan:
+    """A bank's scan, the data_version it was read at, and the rows this connection wrote
+    to the bank since (fact id, fact type, sign bits), not yet in the scan."""
+
+    data_version: int
+    scan: BankScan
+    written: list[tuple[int, str, bytes]] = field(default_factory=list)
+
+
 class _LayoutError(Exception):
     """vec0's storage is not laid out as this code reads it (another sqlite-vec)."""
+
+
+def _blocked(
+    distances: np.ndarray, shut: np.ndarray | None, late: np.ndarray, value: int
+) -> np.ndarray:
+    """distances (changed in place) with the rows no query may link to set to value."""
+    if shut is not None:
+        distances[shut] = value
+    distances[late] = value
+    return distances
 
 
 def _smallest(values: np.ndarray, pool: np.ndarray | None, n: int) -> np.ndarray:
@@ -337,11 +391,15 @@ class VectorsMixin:
     def add_vector(self, fact_id: int, bank_id: int, fact_type: str, embedding: Any) -> None:
         vec = np.asarray(embedding, dtype=np.float32)
         if self.has_vector_bits():
+            bits = sign_bits(vec)
             self.conn.execute(
                 "INSERT INTO fact_vec(fact_id, bank_id, fact_type, embedding_bits, embedding) "
                 "VALUES(?, ?, ?, vec_bit(?), ?)",
-                (fact_id, bank_id, fact_type, sign_bits(vec), vec.astype(HALF).tobytes()),
+                (fact_id, bank_id, fact_type, bits, vec.astype(HALF).tobytes()),
             )
+            cached = self.__dict__.get("_scans", {}).get(bank_id)
+            if cached is not None:
+                cached.written.append((fact_id, fact_type, bits))
             return
         self.conn.execute(
             "INSERT INTO fact_vec(fact_id, bank_id, fact_type, embedding) VALUES(?, ?, ?, ?)",
@@ -351,6 +409,7 @@ class VectorsMixin:
     def delete_vectors(self, fact_ids: Sequence[int]) -> None:
         if not self.has_vectors():
             return
+        self.forget_scans()
         for batch in batched(list(fact_ids)):
             self.conn.execute(f"DELETE FROM fact_vec WHERE fact_id IN ({marks(len(batch))})", batch)
 
@@ -358,6 +417,7 @@ class VectorsMixin:
         """Give vectors another partition (vec0 cannot update a partition key in place)."""
         if not self.has_vectors():
             return
+        self.forget_scans()
         for batch in batched(list(fact_ids)):
             m = marks(len(batch))
             rows = self.conn.execute(
@@ -390,9 +450,20 @@ class VectorsMixin:
                 out[fid] = self._decode(blob)
         return out
 
+    def _after_rollback(self) -> None:
+        self.forget_scans()
+        super()._after_rollback()  # type: ignore[misc]
+
+    def forget_scans(self) -> None:
+        """Drop the cached bank scans: this connection deleted or moved vectors, dropped the
+        table, or rolled back writes the scans were told about."""
+        self.__dict__.pop("_scans", None)
+
     def _bank_scan(self, bank_id: int) -> BankScan | None:
-        """The bank's vectors read from vec0's chunks, cached until the file changes (another
-        connection's commit moves data_version, this one's writes move total_changes).
+        """The bank's vectors read from vec0's chunks, cached until another connection
+        commits (data_version moves). This connection's own writes keep it: add_vector tells
+        the cached scan of its new rows (added on the next read), and deletes, moves and
+        rollbacks drop it (forget_scans), so a scan never misses or keeps a row.
         None when the table has no bits or is not laid out as BankScan reads it."""
         if not self.has_vector_bits():
             return None
@@ -403,20 +474,19 @@ class VectorsMixin:
             self._scan_layout_ok = bool(row and row[0] == "v0.1.9")
         if not self._scan_layout_ok:
             return None
-        state = (
-            self.conn.execute("PRAGMA data_version").fetchone()[0],
-            self.conn.total_changes(),
-        )
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
         cache = self.__dict__.setdefault("_scans", {})
         hit = cache.get(bank_id)
-        if hit is not None and hit[0] == state:
-            return hit[1]
+        if hit is not None and hit.data_version == version:
+            hit.scan.extend(hit.written)
+            hit.written.clear()
+            return hit.scan
         try:
             scan = BankScan(self.conn, bank_id, self.vector_dim() or 0)
         except _LayoutError:
             self._scan_layout_ok = False
             return None
-        cache[bank_id] = (state, scan)
+        cache[bank_id] = _CachedScan(version, scan)
         return scan
 
     def nearest(
@@ -527,6 +597,7 @@ class VectorsMixin:
                 out.append(found[:k])
             return out
         limit = prefilter_candidates(k)
+        reach = hamming_reach(queries.shape[1], floor)
         excluded = np.fromiter(exclude, dtype=np.int64, count=len(exclude))
         # per query: (scan index, candidate rows) by Hamming distance
         picks: list[list[tuple[int, np.ndarray]]] = [[] for _ in fact_ids]
@@ -540,14 +611,19 @@ class VectorsMixin:
             late = np.flatnonzero(scan.ids >= min(fact_ids))
             late_ids = scan.ids[late]
             for qi, (fid, vec) in enumerate(zip(fact_ids, queries)):
-                distances = scan.hamming(scan.query_words(sign_bits(vec))).copy()
-                if shut is not None:
-                    distances[shut] = blocked
-                distances[late[late_ids >= fid]] = blocked
-                rows = _smallest(distances, None, limit)
-                rows = rows[distances[rows] < blocked]
-                if len(rows):
-                    picks[qi].append((si, rows))
+                distances = _blocked(
+                    scan.hamming(scan.query_words(sign_bits(vec))).copy(),
+                    shut,
+                    late[late_ids >= fid],
+                    blocked,
+                )
+                # Rows past the distance no pair at the floor reaches need no float read.
+                near = np.flatnonzero(distances <= reach)
+                if len(near) <= limit:
+                    if len(near):
+                        picks[qi].append((si, near))
+                    continue
+                picks[qi].append((si, near[_smallest(distances[near], None, limit)]))
         # Each scan's candidate floats read once for the whole batch.
         floats: list[tuple[np.ndarray, np.ndarray]] = []
         for si, scan in enumerate(scans):
