@@ -5,6 +5,8 @@
                           [--keep DIR] [--resume]
     python bench/scale.py --components 10000,100000    # the vector search alone, CPU ms
     python bench/scale.py --measure DIR/scale-10000.db ...  # recall figures of kept stores
+    python bench/scale.py --retain-into DIR/scale-10000.db ...  # one import into each, timed
+    python bench/scale.py --check-links DIR/scale-100000.db  # the link search's recall
 
 Text: the sentences of the user and assistant turns of LongMemEval's oracle split
 (../shared/datasets/longmemeval-oracle.json, ~100k distinct sentences, read from there), in
@@ -323,6 +325,113 @@ def measure_only(dbs: list[Path], queries: list[tuple[str, str]], args) -> None:
         )
 
 
+def retain_into(dbs: list[Path], items: list[dict], count: int, repeat: int) -> None:
+    """Flatness in one run: the same `count` new items (whole sessions from the end of the
+    text, in none of the stores) retained by one `mem retain --jsonl` process into a copy of
+    each store, `repeat` rounds, beside the raw embedder on the same strings in this
+    process. Facts per CPU second, medians over the rounds."""
+    from memcli.models.embedder import load_embedder
+
+    start = len(items) - count
+    while 0 < start < len(items) and items[start]["document_id"] == items[start - 1]["document_id"]:
+        start += 1
+    chosen = items[start:]
+    embedder = load_embedder()
+    texts = embedded_texts(chosen)
+    per_item = len(chosen) / len(texts)
+    print(
+        f"# {len(chosen)} items ({items[start]['id']} on), {os.cpu_count()} cpus, "
+        f"load {os.getloadavg()}",
+        flush=True,
+    )
+    raw: list[float] = []
+    rates: dict[Path, list[float]] = {db: [] for db in dbs}
+    sizes: dict[Path, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = folder / "new.jsonl"
+        path.write_text("".join(json.dumps(obj) + "\n" for obj in chosen))
+        for _ in range(repeat):
+            c0 = time.process_time()
+            for first in range(0, len(texts), BATCH):
+                embedder.embed(texts[first : first + BATCH])
+            raw.append(len(texts) / (time.process_time() - c0) * per_item)
+            for db in dbs:
+                copy = folder / "copy.db"
+                for leftover in folder.glob("copy.db*"):
+                    leftover.unlink()
+                shutil.copyfile(db, copy)
+                before = store_figures(copy)["facts"]
+                _, _, _, cpu = run_timed([*MEM, "--db", str(copy), "retain", "--jsonl", str(path)])
+                new = store_figures(copy)["facts"] - before
+                sizes[db] = before
+                rates[db].append(new / cpu)
+    raw_rate = statistics.median(raw)
+    print(
+        f"raw embedder: {raw_rate:.1f} items/cpu-s (rounds: {', '.join(f'{r:.1f}' for r in raw)})"
+    )
+    print(f"{'store facts':>11} {'retain f/cpu-s':>14} {'ratio':>6}  rounds")
+    for db in dbs:
+        rate = statistics.median(rates[db])
+        rounds = ", ".join(f"{r:.1f}" for r in rates[db])
+        print(f"{sizes[db]:>11} {rate:>14.1f} {rate / raw_rate:>6.2f}  {rounds}", flush=True)
+
+
+def check_links(db: Path, sample: int, rng: random.Random) -> None:
+    """How many of retain's semantic links the link search finds, on a real store: for
+    `sample` of its facts (as if each were new), the exact answer (cosine over every
+    earlier fact's float vector, top semantic_link_top at or above the floor) against
+    nearest_earlier as it runs (candidates within hamming_reach of the new fact) and with
+    every distance allowed; CPU ms per fact of each (one fact per search here; retain
+    searches 64 at a time and reads their floats once)."""
+    import numpy as np
+
+    from memcli.settings import RetainSettings
+    from memcli.store import Store
+    from memcli.store import vectors as vec_mod
+
+    s = RetainSettings()
+    k, floor = s.semantic_link_top, s.semantic_link_floor
+    with Store(db) as store:
+        bank = store.require_bank("default")
+        ids, vectors = store.bank_vectors(bank)
+        order = np.argsort(ids)
+        ids, vectors = ids[order], vectors[order]
+        picked = sorted(rng.sample(range(len(ids) // 10, len(ids)), sample))
+        exact: list[set[int]] = []
+        for i in picked:
+            cos = vectors[:i] @ vectors[i]
+            top = np.argsort(-cos)[:k]
+            exact.append({int(ids[j]) for j in top if cos[j] >= floor})
+        results = {}
+        full_reach = vec_mod.hamming_reach
+        for name, reach in (
+            ("within hamming_reach", full_reach),
+            ("every distance", lambda dim, floor: dim),
+        ):
+            vec_mod.hamming_reach = reach
+            try:
+                found: list[set[int]] = []
+                c0 = time.process_time()
+                for i in picked:  # one fact at a time, each with only earlier facts
+                    got = store.nearest_earlier(
+                        [bank], [int(ids[i])], vectors[i : i + 1], k, set(), floor
+                    )
+                    found.append({f for f, _ in got[0]})
+                cpu_ms = (time.process_time() - c0) * 1000 / len(picked)
+            finally:
+                vec_mod.hamming_reach = full_reach
+            hits = sum(len(e & f) for e, f in zip(exact, found))
+            results[name] = (hits / max(1, sum(len(e) for e in exact)), cpu_ms)
+    total = sum(len(e) for e in exact)
+    print(
+        f"# {db}: {len(ids)} facts, {sample} facts as new, "
+        f"{total} exact links ({total / sample:.1f} a fact)"
+    )
+    for name, (recall, cpu_ms) in results.items():
+        print(f"{name:>20}: {recall:.4f} of the exact links, {cpu_ms:.2f} CPU ms a fact")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
@@ -356,6 +465,22 @@ def main() -> None:
         "that --keep leaves), with the code checked out now",
     )
     parser.add_argument(
+        "--retain-into",
+        nargs="+",
+        type=Path,
+        metavar="DB",
+        help="instead: retain the same --retain-items new items into a copy of each store "
+        "(flatness in one run)",
+    )
+    parser.add_argument("--retain-items", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --retain-into")
+    parser.add_argument(
+        "--check-links",
+        type=Path,
+        metavar="DB",
+        help="instead: how many exact semantic links the link search finds on this store",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="keep the store in --keep and grow it from where it is (sizes it holds skipped)",
@@ -385,6 +510,12 @@ def main() -> None:
                 f"{r['time_neighbours_ms']:>9.3f}",
                 flush=True,
             )
+        return
+    if args.check_links:
+        check_links(args.check_links, 300, rng)
+        return
+    if args.retain_into:
+        retain_into(args.retain_into, items, args.retain_items, args.rounds)
         return
     queries = load_queries(args.dataset, max(args.queries, args.batch_queries), rng)
     if args.measure:
