@@ -17,6 +17,8 @@ NOT_LOADED = {
     "pydantic": "typer's option coercion, ~0.2 s (memcli/cliparams.py converts instead)",
     "tiktoken": "the encoding's load, ~0.15 s (facts store their token counts)",
     "numpy.ma": "imported by np.unique, ~14 ms (store/vectors.py sorted_unique)",
+    "llama_cpp.llama": "llama-cpp-python's high-level layer (memcli/models/llama_lib.py)",
+    "jinja2": "imported by llama-cpp-python's chat formats (memcli/models/llama_lib.py)",
 }
 
 
@@ -132,3 +134,20 @@ def test_leaving_without_teardown_loses_nothing(tmp_path):
     assert run_mem("--db", str(tmp_path / "none.db"), "recall", "x").returncode == 1
     assert run_mem("--db", str(db), "recall", "x", "--max-tokens", "abc").returncode == 2
     assert run_mem("--version").returncode == 0
+
+
+def test_the_real_llama_cpp_package_imports_after_the_bindings_alone():
+    """llama_lib loads llama.cpp's bindings under a stand-in package: a later
+    `import llama_cpp` in the same process (a plugin, the doctor) gets the real package."""
+    probe = (
+        "import sys\n"
+        "from memcli.models.embedder import load_embedder\n"
+        "assert load_embedder().embed(['hi']).shape == (1, 384)\n"
+        "assert 'llama_cpp' not in sys.modules and 'llama_cpp.llama_cpp' in sys.modules\n"
+        "import llama_cpp\n"
+        "assert llama_cpp.Llama and llama_cpp.__version__\n"
+        "assert llama_cpp.llama_cpp is sys.modules['llama_cpp.llama_cpp']\n"
+        "assert load_embedder().embed(['hi again']).shape == (1, 384)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -7,14 +7,12 @@ is much slower because attention over a batch costs the square of its token coun
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,29 +22,6 @@ from memcli.models import ModelError
 # texts/s, ~100 passages/s of 60 tokens); 256 is ~20% slower and 512 about 2x slower.
 DECODE_TOKEN_BUDGET = 128
 N_CTX = 512
-
-_quiet_lock = threading.Lock()
-_quiet_callback: Any = None
-
-
-def _silence_llama_logs() -> None:
-    """Route llama.cpp / ggml logging to nowhere (mem's stdout is read by programs and LLMs).
-
-    llama-cpp-python installs a callback that still prints errors to stderr; ours drops all.
-    The ctypes callback object is kept alive in a module global so it is never collected.
-    """
-    global _quiet_callback
-    with _quiet_lock:
-        if _quiet_callback is not None:
-            return
-        import llama_cpp
-
-        @llama_cpp.llama_log_callback
-        def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-            return None
-
-        llama_cpp.llama_log_set(_drop, ctypes.c_void_p(0))
-        _quiet_callback = _drop
 
 
 def check_gguf_file(path: Path, what: str) -> None:
@@ -71,43 +46,83 @@ N_THREADS = max(1, int(os.environ.get("MEM_THREADS", "1") or 1))
 
 
 class LlamaRunner:
-    """One llama.cpp model + context that decodes several token sequences per call.
+    """One llama.cpp model + context that decodes several token sequences per call, through
+    llama.cpp's C API (memcli.models.llama_lib: the high-level `Llama` class costs a cold
+    recall ~45 ms of imports and does nothing we use).
 
     Shared by the embedder (MEAN/CLS pooling) and the reranker (RANK pooling); both read one
     pooled vector per sequence with llama_get_embeddings_seq.
     """
 
     def __init__(self, path: Path, *, pooling_type: int | None = None, n_ctx: int = N_CTX):
-        _silence_llama_logs()
-        import llama_cpp
+        from memcli.models import llama_lib
 
-        kwargs: dict[str, Any] = {}
-        if pooling_type is not None:
-            kwargs["pooling_type"] = pooling_type
-        try:
-            self.llama = llama_cpp.Llama(
-                model_path=str(path),
-                embedding=True,
-                n_ctx=n_ctx,
-                n_batch=n_ctx,
-                n_ubatch=n_ctx,
-                verbose=False,
-                n_threads=N_THREADS,
-                n_threads_batch=N_THREADS,
-                **kwargs,
-            )
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelError(f"llama.cpp cannot load {path}: {exc}") from exc
+        lib = self._lib = llama_lib.ready()
+        self._model = self._ctx = self._batch = None
+        model_params = lib.llama_model_default_params()
+        model_params.n_gpu_layers = 0
+        self._model = lib.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
+        if not self._model:
+            self._model = None
+            raise ModelError(f"llama.cpp cannot load {path}: not a model it can read")
+        vocab = lib.llama_model_get_vocab(self._model)
+        self.n_ctx = min(n_ctx, lib.llama_model_n_ctx_train(self._model))
+        params = lib.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_ctx
+        params.n_ubatch = n_ctx
+        params.n_threads = N_THREADS
+        params.n_threads_batch = N_THREADS
+        params.embeddings = True
+        params.n_seq_max = min(n_ctx, lib.llama_max_parallel_sequences())
+        params.kv_unified = True
+        # As llama-cpp-python's Llama sets them (the vectors stay bit for bit the same):
+        # flash attention off, the model's own pooling and attention unless asked.
+        params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.attention_type = lib.LLAMA_ATTENTION_TYPE_UNSPECIFIED
+        params.pooling_type = (
+            lib.LLAMA_POOLING_TYPE_UNSPECIFIED if pooling_type is None else pooling_type
+        )
+        self._ctx = lib.llama_init_from_model(self._model, params)
+        if not self._ctx:
+            self._ctx = None
+            self.close()
+            raise ModelError(f"llama.cpp cannot make a context for {path}")
+        self._memory = lib.llama_get_memory(self._ctx)
+        self._batch = lib.llama_batch_init(n_ctx, 0, n_ctx)
+        self._batch_size = n_ctx
         self._lock = threading.Lock()  # one llama context: decodes must not interleave
-        model = self.llama._model
-        self.n_ctx = min(n_ctx, model.n_ctx_train())
-        self.n_embd = model.n_embd()
-        self.n_seq_max = int(self.llama.context_params.n_seq_max)
-        self.cls_id = model.token_bos()
-        self.sep_id = model.token_sep()
+        self._vocab = vocab
+        self.pooling_type = int(lib.llama_pooling_type(self._ctx))
+        self.n_embd = int(lib.llama_model_n_embd(self._model))
+        self.n_seq_max = int(params.n_seq_max)
+        self.cls_id = int(lib.llama_vocab_bos(vocab))
+        self.eos_id = int(lib.llama_vocab_eos(vocab))
+        self.sep_id = int(lib.llama_vocab_sep(vocab))
         if self.sep_id < 0:
-            self.sep_id = model.token_eos()
-        self.metadata: dict[str, str] = dict(self.llama.metadata)
+            self.sep_id = self.eos_id
+        self.metadata: dict[str, str] = llama_lib.model_metadata(lib, self._model)
+
+    def close(self) -> None:
+        """Free the batch, the context, then the model (llama.cpp's order)."""
+        lib = getattr(self, "_lib", None)
+        if lib is None:
+            return
+        if getattr(self, "_batch", None) is not None:
+            lib.llama_batch_free(self._batch)
+            self._batch = None
+        if getattr(self, "_ctx", None) is not None:
+            lib.llama_free(self._ctx)
+            self._ctx = None
+        if getattr(self, "_model", None) is not None:
+            lib.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the bindings may be gone
+            pass
 
     def tokenize(self, text: str, max_tokens: int) -> list[int]:
         """Token ids of text without special tokens, at most max_tokens of them."""
@@ -116,8 +131,17 @@ class LlamaRunner:
         # Each WordPiece token covers at least one character in practice; cutting very long
         # input first keeps tokenizing a huge text cheap, and it is truncated anyway.
         raw = text[: max_tokens * 32].encode("utf-8", errors="replace")
-        ids = self.llama._model.tokenize(raw, add_bos=False, special=False)
-        return ids[:max_tokens]
+        lib = self._lib
+        room = max(len(raw) + 8, 16)
+        tokens = (lib.llama_token * room)()
+        n = lib.llama_tokenize(self._vocab, raw, len(raw), tokens, room, False, False)
+        if n < 0:  # more tokens than room: -n is how many
+            room = -n
+            tokens = (lib.llama_token * room)()
+            n = lib.llama_tokenize(self._vocab, raw, len(raw), tokens, room, False, False)
+            if n < 0:
+                raise ModelError("llama.cpp could not tokenize a text")
+        return list(tokens[: min(n, max_tokens)])
 
     def run(self, seqs: Sequence[Sequence[int]], width: int) -> np.ndarray:
         """Decode seqs (each at most n_ctx tokens) as separate sequences of one batch.
@@ -125,25 +149,35 @@ class LlamaRunner:
         Returns the first `width` floats of each sequence's pooled output, shape (n, width).
         The caller keeps the batch within n_ctx tokens and n_seq_max sequences.
         """
-        import llama_cpp
-
         out = np.empty((len(seqs), width), dtype=np.float32)
         if not seqs:
             return out
+        lib = self._lib
         with self._lock:
-            batch = self.llama._batch
-            ctx = self.llama._ctx
-            batch.reset()
-            for i, ids in enumerate(seqs):
-                batch.add_sequence(list(ids), i, True)
-            ctx.kv_cache_clear()
-            ctx.decode(batch)
+            batch = self._batch
+            n = 0
+            for seq_id, ids in enumerate(seqs):
+                if n + len(ids) > self._batch_size:
+                    raise ModelError("a decode of more tokens than the context holds")
+                for pos, token in enumerate(ids):
+                    batch.token[n] = token
+                    batch.pos[n] = pos
+                    batch.seq_id[n][0] = seq_id
+                    batch.n_seq_id[n] = 1
+                    batch.logits[n] = True
+                    n += 1
+            batch.n_tokens = n
+            if self._memory:
+                lib.llama_memory_clear(self._memory, True)
+            code = lib.llama_decode(self._ctx, batch)
+            batch.n_tokens = 0
+            if code != 0:
+                raise ModelError(f"llama.cpp could not decode (llama_decode returned {code})")
             for i in range(len(seqs)):
-                ptr = llama_cpp.llama_get_embeddings_seq(ctx.ctx, i)
+                ptr = lib.llama_get_embeddings_seq(self._ctx, i)
                 if not ptr:
                     raise ModelError("llama.cpp returned no pooled output for a sequence")
                 out[i] = np.ctypeslib.as_array(ptr, shape=(width,))
-            batch.reset()
         return out
 
     def pack(self, lengths: Sequence[int], budget: int) -> list[list[int]]:
@@ -229,7 +263,7 @@ class Embedder:
         check_gguf_file(path, "embedding model")
         self.path = path
         self._runner = LlamaRunner(path)
-        pooling = self._runner.llama._ctx.pooling_type()
+        pooling = self._runner.pooling_type
         if pooling not in (1, 2, 3):  # MEAN, CLS, LAST give one n_embd vector per sequence
             kind = {0: "no pooling", 4: "RANK pooling (a reranker)"}.get(pooling, "no pooling")
             raise ModelError(f"{path.name} is not an embedding model: it has {kind}")

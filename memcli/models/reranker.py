@@ -147,8 +147,7 @@ class Reranker:
         # WordPiece (BERT): [CLS] q [SEP] d [SEP], as transformers builds a BERT pair.
         # Other encoders (e.g. XLM-R): bos q eos sep d eos, as llama.cpp's server does.
         self._wordpiece = meta.get("tokenizer.ggml.model") == "bert"
-        model = self._runner.llama._model
-        self._eos_id = model.token_eos() if model.token_eos() >= 0 else self._runner.sep_id
+        self._eos_id = self._runner.eos_id if self._runner.eos_id >= 0 else self._runner.sep_id
 
     def _pair(self, query_ids: list[int], doc: str) -> list[int]:
         r = self._runner

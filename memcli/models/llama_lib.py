@@ -1,0 +1,84 @@
+"""llama.cpp's C API through llama-cpp-python's ctypes bindings, without its high-level layer.
+
+`import llama_cpp` runs the package's __init__, which imports the high-level `Llama` class and
+with it the chat formats (jinja2), grammars and samplers: ~45 ms of every cold `mem recall`
+that only needs to decode one query. `bindings()` loads the `llama_cpp.llama_cpp` module
+alone (the ctypes prototypes and the shared library), under a stand-in for the package that
+is removed again afterwards, so a later `import llama_cpp` anywhere in the process (a plugin,
+a test) still runs the real package, which then reuses the module already loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import importlib.util
+import sys
+import threading
+import types
+from typing import Any
+
+_lock = threading.Lock()
+_backend_ready = False
+_quiet_callback: Any = None
+
+
+def bindings() -> Any:
+    """The `llama_cpp.llama_cpp` module (llama.cpp's C functions), loaded once."""
+    loaded = sys.modules.get("llama_cpp.llama_cpp")
+    if loaded is not None:
+        return loaded
+    with _lock:
+        if "llama_cpp" in sys.modules:  # the real package is already imported
+            return importlib.import_module("llama_cpp.llama_cpp")
+        spec = importlib.util.find_spec("llama_cpp")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("llama-cpp-python is not installed")
+        stand_in = types.ModuleType("llama_cpp")
+        stand_in.__path__ = list(spec.submodule_search_locations)
+        stand_in.__spec__ = spec
+        sys.modules["llama_cpp"] = stand_in
+        try:
+            return importlib.import_module("llama_cpp.llama_cpp")
+        finally:
+            if sys.modules.get("llama_cpp") is stand_in:
+                del sys.modules["llama_cpp"]
+
+
+def ready() -> Any:
+    """The bindings with the backend initialised and llama.cpp's logging silenced (mem's
+    stdout is read by programs and LLMs; llama-cpp-python's own callback still prints
+    errors to stderr, ours drops all). The ctypes callback lives in a module global so it
+    is never collected."""
+    global _backend_ready, _quiet_callback
+    lib = bindings()
+    with _lock:
+        if not _backend_ready:
+
+            @lib.llama_log_callback
+            def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+                return None
+
+            lib.llama_log_set(_drop, ctypes.c_void_p(0))
+            _quiet_callback = _drop
+            lib.llama_backend_init()
+            _backend_ready = True
+    return lib
+
+
+def model_metadata(lib: Any, model: Any) -> dict[str, str]:
+    """Every GGUF metadata key of a loaded model and its value as text."""
+    out: dict[str, str] = {}
+    size = 1024
+    buffer = ctypes.create_string_buffer(size)
+    for i in range(lib.llama_model_meta_count(model)):
+        parts = []
+        for read in (lib.llama_model_meta_key_by_index, lib.llama_model_meta_val_str_by_index):
+            n = read(model, i, buffer, size)
+            if n >= size:
+                size = n + 1
+                buffer = ctypes.create_string_buffer(size)
+                n = read(model, i, buffer, size)
+            parts.append(buffer.value.decode("utf-8", errors="replace"))
+        out[parts[0]] = parts[1]
+    return out
