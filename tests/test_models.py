@@ -403,3 +403,9 @@ def test_cli_accepts_a_renamed_copy_and_refuses_another_model(minilm, tmp_path) 
     assert r.exit_code == 1 and "reembed" in r.stderr
     with Store(db) as s:
         assert s.fact_count() == before
+
+
+def test_the_context_is_as_long_as_the_longest_input(minilm: Embedder) -> None:
+    """MiniLM takes 256 tokens (sentence-transformers' max_seq_length, in the GGUF): its
+    context is 256, not 512 (a cold start sets up the larger one ~20 ms slower)."""
+    assert minilm.max_tokens == minilm._runner.n_ctx == 256

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from memcli.models import ModelError
+from memcli.models.convert import MAX_SEQ_KEY
 
 # Tokens per decode. Measured on 2 cores (best of 6 runs): 64 and 128 tie (~420-530 short
 # texts/s, ~100 passages/s of 60 tokens); 256 is ~20% slower and 512 about 2x slower.
@@ -54,7 +55,7 @@ class LlamaRunner:
     pooled vector per sequence with llama_get_embeddings_seq.
     """
 
-    def __init__(self, path: Path, *, pooling_type: int | None = None, n_ctx: int = N_CTX):
+    def __init__(self, path: Path, *, pooling_type: int | None = None, n_ctx: int | None = None):
         from memcli.models import llama_lib
 
         lib = self._lib = llama_lib.ready()
@@ -66,6 +67,12 @@ class LlamaRunner:
             self._model = None
             raise ModelError(f"llama.cpp cannot load {path}: not a model it can read")
         vocab = lib.llama_model_get_vocab(self._model)
+        self.metadata: dict[str, str] = llama_lib.model_metadata(lib, self._model)
+        if n_ctx is None:
+            # No longer than the longest input the model takes (MiniLM: 256 tokens): a
+            # context of 512 costs a cold start ~20 ms more to set up, for the same vectors.
+            limit = self.metadata.get(MAX_SEQ_KEY, "")
+            n_ctx = min(N_CTX, int(limit)) if limit.isdigit() and int(limit) > 0 else N_CTX
         self.n_ctx = min(n_ctx, lib.llama_model_n_ctx_train(self._model))
         params = lib.llama_context_default_params()
         params.n_ctx = n_ctx
@@ -101,7 +108,6 @@ class LlamaRunner:
         self.sep_id = int(lib.llama_vocab_sep(vocab))
         if self.sep_id < 0:
             self.sep_id = self.eos_id
-        self.metadata: dict[str, str] = llama_lib.model_metadata(lib, self._model)
 
     def close(self) -> None:
         """Free the batch, the context, then the model (llama.cpp's order)."""
@@ -280,7 +286,7 @@ class Embedder:
         self.center = _read_center(meta, self.dim, path)
         self.token_budget = token_budget
         # sentence-transformers' limit (written by our converter) else the context size.
-        limit = meta.get("memcli.max_seq_length")
+        limit = meta.get(MAX_SEQ_KEY)
         self.max_tokens: int = min(int(limit), self._runner.n_ctx) if limit else self._runner.n_ctx
 
     def _ids(self, text: str) -> list[int]:
