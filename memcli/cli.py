@@ -264,6 +264,22 @@ def _load_reranker(path: str | None, enabled: bool):
         fail(str(exc))
 
 
+def _preload_query_embedder(flag: str | None, arms: str | None) -> None:
+    """Start loading the embedder a recall will most likely need (the one asked for, else
+    the default every English bank uses) while it imports, opens the store and reads the
+    bank: on a second core that hides most of the model's load. A bank made with another
+    model loads its own when it needs it; a keyword-only recall loads none."""
+    from memcli.models.choice import DEFAULT_NAME
+    from memcli.models.preload import preload_embedder
+
+    if arms is not None and not {a.strip() for a in arms.split(",")} & VECTOR_ARMS:
+        return
+    preload_embedder(configured("embedder", flag) or DEFAULT_NAME)
+
+
+VECTOR_ARMS = {"semantic", "graph", "temporal"}
+
+
 @app.command()
 def recall(
     query: Annotated[str | None, typer.Argument(help="What to remember.")] = None,
@@ -345,6 +361,7 @@ def recall(
 
     if (query is None) == (batch is None):
         fail("give a QUERY or --batch (one of them)", 2)
+    _preload_query_embedder(embedder, arms)
     # Settings not given as flags come from MEM_* or the config file (memcli/config.py).
     budget = Budget(configured("budget", budget.value if budget else None))
     max_tokens = configured("max_tokens", max_tokens)

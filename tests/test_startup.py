@@ -151,3 +151,69 @@ def test_the_real_llama_cpp_package_imports_after_the_bindings_alone():
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def _recall_probe(db, *args: str) -> str:
+    """A `mem recall` in a fresh process that reports, at exit, whether llama.cpp was loaded
+    and how many embedders were made."""
+    return (
+        "import atexit, json, sys\n"
+        "def report():\n"
+        "    emb = sys.modules.get('memcli.models.embedder')\n"
+        "    made = len(emb._cache) if emb else 0\n"
+        "    print(json.dumps(['llama_cpp.llama_cpp' in sys.modules, made]), file=sys.stderr)\n"
+        "atexit.register(report)\n"
+        f"sys.argv = ['mem', '--db', {str(db)!r}, 'recall', *{list(args)!r}]\n"
+        "from memcli.cli import main\n"
+        "main()\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "loads_model"),
+    [
+        (["where is Maya going?"], True),
+        (["where is Maya going?", "--arms", "semantic,keyword"], True),
+        (["where is Maya going?", "--arms", "keyword"], False),
+    ],
+)
+def test_the_query_embedder_is_preloaded_once_and_only_when_needed(tmp_path, args, loads_model):
+    """The recall command starts loading its embedder before it opens the store
+    (models/preload.py): the preload and the pipeline's own load are one model; a
+    keyword-only recall loads none."""
+    db = tmp_path / "m.db"
+    subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(db), "retain", "Maya flies to Lisbon."],
+        check=True,
+        capture_output=True,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", _recall_probe(db, *args, "--format", "json")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Lisbon" in json.loads(proc.stdout)["results"][0]["text"]
+    loaded, made = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert (loaded, made) == ((True, 1) if loads_model else (False, 0))
+
+
+def test_the_preload_leaves_a_first_conversion_to_the_command(tmp_path):
+    """With nothing converted yet, the preload does nothing: a recall that fails at once (no
+    store) would otherwise end the process half way through writing the GGUF."""
+    import os
+
+    cache = tmp_path / "cache"
+    probe = (
+        "import threading\n"
+        "from memcli.models.preload import preload_embedder\n"
+        "preload_embedder(None)\n"
+        "for t in threading.enumerate():\n"
+        "    if t.name == 'mem-preload':\n"
+        "        t.join()\n"
+    )
+    env = {**os.environ, "MEM_CACHE_DIR": str(cache)}
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    models = cache / "models"
+    assert not models.exists() or not any(models.iterdir()), list(models.iterdir())

@@ -372,6 +372,9 @@ def builtin_path(name: str) -> Path:
 
 _cache: dict[Path, Embedder] = {}
 _cache_lock = threading.Lock()
+# One lock per spec, held while it resolves (converting a built-in the first time) and loads,
+# so a preload and the load that needs it do the work once, and another spec never waits.
+_spec_locks: dict[str, threading.Lock] = {}
 
 
 def resolve_embedder_path(spec: str | Path | None) -> Path:
@@ -388,9 +391,24 @@ def resolve_embedder_path(spec: str | Path | None) -> Path:
 
 def load_embedder(path: str | Path | None = None) -> Embedder:
     """The embedder for path or name (None: the bundled MiniLM), loaded once per process."""
-    key = resolve_embedder_path(path).resolve()
+    # "e5", "multilingual-e5-small" and an alias in other case are one spec; None the default.
+    name = builtin_name(path) if isinstance(path, str) else None
+    spec_key = name or ("all-MiniLM-L6-v2" if path is None else str(path))
     with _cache_lock:
-        emb = _cache.get(key)
+        spec_lock = _spec_locks.setdefault(spec_key, threading.Lock())
+    with spec_lock:
+        key = resolve_embedder_path(path).resolve()
+        with _cache_lock:
+            emb = _cache.get(key)
         if emb is None:
-            emb = _cache[key] = Embedder(key)
+            emb = Embedder(key)
+            with _cache_lock:
+                emb = _cache.setdefault(key, emb)
         return emb
+
+
+def converted(name: str) -> bool:
+    """Whether the cache holds a converted GGUF of this built-in model (any source hash)."""
+    from memcli.paths import cache_dir
+
+    return any((cache_dir() / "models").glob(f"{name}-*.gguf"))

@@ -102,6 +102,11 @@ def recall(
         if "keyword" in wanted:
             keyword_future = pool.submit(_on_own_connection, store, ctx, timed, keyword.run)
         if needs_vector:
+            # The semantic arm's scan of the bank's vectors (~25 ms at 100k facts), read
+            # while the model may still be loading in the background (models/preload.py).
+            t0 = time.perf_counter()
+            store.prepare_vector_search(bank_id)
+            timings["vectors"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             model = (
                 embedder() if callable(embedder) and not hasattr(embedder, "embed") else embedder

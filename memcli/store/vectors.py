@@ -454,6 +454,12 @@ class VectorsMixin:
         self.forget_scans()
         super()._after_rollback()  # type: ignore[misc]
 
+    def prepare_vector_search(self, bank_id: int) -> None:
+        """Read the bank's scan now (searches read it on first use anyway): a recall does
+        it while its model loads."""
+        if self.has_vectors():
+            self._bank_scan(bank_id)
+
     def forget_scans(self) -> None:
         """Drop the cached bank scans: this connection deleted or moved vectors, dropped the
         table, or rolled back writes the scans were told about."""
