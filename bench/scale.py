@@ -410,6 +410,8 @@ def check_links(db: Path, sample: int, rng: random.Random) -> None:
             ("every distance", lambda dim, floor: dim),
         ):
             vec_mod.hamming_reach = reach
+            store.forget_scans()  # each variant reads its floats itself
+            store.prepare_vector_search(bank)
             try:
                 found: list[set[int]] = []
                 c0 = time.process_time()
