@@ -231,3 +231,52 @@ def test_pairs_at_the_floor_are_within_the_hamming_reach():
         distances = ((a > 0) != (b > 0)).sum(axis=1)
         assert distances.max() <= reach
         assert distances.mean() == pytest.approx(384 * np.arccos(floor) / np.pi, rel=0.02)
+
+
+def test_a_wide_window_walked_nearest_first_gives_what_listing_it_gives(store, monkeypatch):
+    """nearest_in_window does not list a window holding a large share of the bank: it walks
+    the rows nearest first and checks membership by id. On windows wide and narrow, with and
+    without a type filter, it returns exactly what listing the window and ranking it does
+    (random vectors: many rows tie on Hamming distance at the cut)."""
+    from memcli.recall.filters import FactFilter
+    from memcli.store import vectors as vec_mod
+
+    monkeypatch.setattr(vec_mod, "WALK_MIN_FACTS", 50)
+    rng = np.random.default_rng(5)
+    with store.atomic():
+        bank = store.ensure_bank("default", DAY)
+        store.ensure_vectors(bank, "random-test-vectors", None, 384)
+        for i in range(1500):
+            at = DAY + timedelta(hours=int(rng.integers(0, 24 * 120)))
+            ends = rng.random() < 0.1
+            store.insert_fact(
+                bank_id=bank,
+                text=f"fact {i}",
+                context=None,
+                fact_type=("world", "experience")[i % 2],
+                mentioned_at=at,
+                occurred_start=at if ends else None,
+                occurred_end=at + timedelta(days=int(rng.integers(1, 40))) if ends else None,
+                tags=[],
+                metadata={},
+                source_id=None,
+                document_id=None,
+                chunk_id=None,
+                content_hash=f"h{i}",
+                entity_names=[],
+                embedding=rng.standard_normal(384).astype(np.float32),
+                now=DAY,
+            )
+    walked = 0
+    for days, width in [(0, 120), (10, 90), (30, 40), (60, 5), (100, 30), (-20, 200)]:
+        start = DAY + timedelta(days=days)
+        end = start + timedelta(days=width)
+        for flt in (None, FactFilter(("experience",), None, "any")):
+            for k in (5, 60):
+                query = rng.standard_normal(384).astype(np.float32)
+                ids = store.fact_ids_in_window(bank, start, end, flt)
+                expected = (len(ids), store.nearest_among(bank, query, ids, k))
+                assert store.nearest_in_window(bank, query, start, end, flt, k) == expected
+                assert store.count_in_window(bank, start, end, flt) == len(ids)
+                walked += len(ids) * vec_mod.WALK_MIN_SHARE >= 1500 and len(ids) >= 50
+    assert walked >= 8  # most windows took the walk

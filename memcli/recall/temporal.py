@@ -45,8 +45,9 @@ def run(ctx: ArmContext) -> ArmResult:
     result = ArmResult("temporal", [], "temporal")
     if window is None or ctx.query_vec is None:
         return result
-    in_window = ctx.store.fact_ids_in_window(ctx.bank_id, window.start, window.end, ctx.filters)
-    nearest = ctx.store.nearest_among(ctx.bank_id, ctx.query_vec, in_window, s.temporal_pool)
+    in_window, nearest = ctx.store.nearest_in_window(
+        ctx.bank_id, ctx.query_vec, window.start, window.end, ctx.filters, s.temporal_pool
+    )
     cosine = dict(nearest)
     pool = [f for f, c in nearest if c >= s.temporal_pool_floor]
     times = ctx.store.fact_time_spans(pool)
@@ -57,7 +58,7 @@ def run(ctx: ArmContext) -> ArmResult:
     entries = _entry_points(pool, times, score, window, s.temporal_entry_points, s.temporal_buckets)
     result.notes = {
         "window": window.to_json(),
-        "in_window": len(in_window),
+        "in_window": in_window,
         "pool": len(pool),
         "entry_points": entries,
     }
@@ -97,22 +98,29 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
     max(its own window fit, parent x link weight x boost x 0.7)."""
     s = ctx.settings
     frontier = list(entries)
+    spans: dict[int, tuple[datetime, datetime]] = {}
     for _ in range(s.temporal_rounds):
         frontier = sorted(frontier, key=lambda f: -score[f])[: s.temporal_nodes_per_round]
         if not frontier:
             break
         next_frontier: list[int] = []
-        for node in frontier:
-            neighbours = ctx.store.time_neighbours(
+        around = {
+            node: ctx.store.time_neighbours(
                 node,
                 s.temporal_neighbours,
                 _LINK_RULE.temporal_link_max_hours,
                 _LINK_RULE.temporal_link_floor,
             )
-            for other, kind, weight in neighbours:
+            for node in frontier
+        }
+        # The round's neighbours' times in one read (one probe each was most of the arm).
+        unknown = {o for found in around.values() for o, _, _ in found if o not in spans}
+        spans.update(ctx.store.fact_time_spans(sorted(unknown)))
+        for node in frontier:
+            for other, kind, weight in around[node]:
                 boost = CAUSAL_BOOST if kind == "causal" else TEMPORAL_BOOST
                 spread = min(1.0, score[node] * weight * boost * s.temporal_spread_factor)
-                own = _own_fit(ctx.store, other, window)
+                own = _own_fit(spans.get(other), window)
                 new = max(own, spread)
                 if new > score.get(other, 0.0) and new > s.temporal_expand_floor:
                     score[other] = new
@@ -120,8 +128,8 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
         frontier = next_frontier
 
 
-def _own_fit(store, fact_id: int, window: TimeSpan) -> float:
-    span = store.fact_time_span(fact_id)
+def _own_fit(span: tuple[datetime, datetime] | None, window: TimeSpan) -> float:
+    """A neighbour's score from its own time (span None: the fact is gone)."""
     if span is None:
         return 0.0
     # Without a query match a neighbour gets only half of its window fit.
