@@ -601,7 +601,8 @@ class Retainer:
                 aliases=aliases,
                 last_seen=last_seen,
                 # Co-occurrence over the entity's latest facts only: bounded for hub entities.
-                cooccurring=self.store.cooccurring_entities(eid),
+                # It counts only against the fact's other entities: none yet, none needed.
+                cooccurring=self.store.cooccurring_entities(eid) if context_ids else set(),
             )
             for eid, ename, aliases, last_seen in rows
         ]
