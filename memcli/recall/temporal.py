@@ -45,9 +45,8 @@ def run(ctx: ArmContext) -> ArmResult:
     result = ArmResult("temporal", [], "temporal")
     if window is None or ctx.query_vec is None:
         return result
-    in_window, nearest = ctx.store.nearest_in_window(
-        ctx.bank_id, ctx.query_vec, window.start, window.end, ctx.filters, s.temporal_pool
-    )
+    in_window = ctx.store.fact_ids_in_window(ctx.bank_id, window.start, window.end, ctx.filters)
+    nearest = ctx.store.nearest_among(ctx.bank_id, ctx.query_vec, in_window, s.temporal_pool)
     cosine = dict(nearest)
     pool = [f for f, c in nearest if c >= s.temporal_pool_floor]
     times = ctx.store.fact_time_spans(pool)
@@ -58,7 +57,7 @@ def run(ctx: ArmContext) -> ArmResult:
     entries = _entry_points(pool, times, score, window, s.temporal_entry_points, s.temporal_buckets)
     result.notes = {
         "window": window.to_json(),
-        "in_window": in_window,
+        "in_window": len(in_window),
         "pool": len(pool),
         "entry_points": entries,
     }

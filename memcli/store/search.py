@@ -59,18 +59,6 @@ def filter_sql(flt: Any, alias: str = "f") -> tuple[str, list]:
     return " AND " + " AND ".join(parts), params
 
 
-# A fact overlaps the window [start, end) in one of two disjoint ways (fact_ids_in_window).
-_STARTS_INSIDE = (
-    "f.event_time >= ? AND f.event_time < ? AND (f.occurred_end IS NULL OR f.occurred_end > ?)"
-)
-_STARTS_BEFORE = "f.occurred_end > ? AND f.occurred_end IS NOT NULL AND f.event_time < ?"
-
-
-def _window_args(start: datetime, end: datetime) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The parameters of _STARTS_INSIDE and of _STARTS_BEFORE."""
-    return (iso(start), iso(end), iso(start)), (iso(start), iso(start))
-
-
 def filter_active(flt: Any) -> bool:
     return flt is not None and bool(
         flt.types or flt.tags or getattr(flt, "valid_only", False) or getattr(flt, "as_of", None)
@@ -113,7 +101,6 @@ class SearchMixin:
         store holds tens of thousands (70k of 100k facts for "the past two months" in the
         scale bench), and parsing all their times was most of the temporal arm."""
         cond, params = filter_sql(flt, "f")
-        inside, before = _window_args(start, end)
         # Two disjoint parts, each read through its own index: facts that start inside the
         # window (the time index: as many rows as the window holds), and facts that start
         # before it and end inside or after it (facts_occurred_end: only facts with an end).
@@ -121,43 +108,24 @@ class SearchMixin:
         return [
             r[0]
             for r in self.conn.execute(
-                f"SELECT f.id FROM facts f WHERE f.bank_id = ? AND {_STARTS_INSIDE}{cond} "
+                "SELECT f.id FROM facts f WHERE f.bank_id = ? AND f.event_time >= ? "
+                f"AND f.event_time < ? AND (f.occurred_end IS NULL OR f.occurred_end > ?){cond} "
                 "UNION ALL "
-                f"SELECT f.id FROM facts f WHERE f.bank_id = ? AND {_STARTS_BEFORE}{cond}",
-                (bank_id, *inside, *params, bank_id, *before, *params),
+                "SELECT f.id FROM facts f WHERE f.bank_id = ? AND f.occurred_end > ? "
+                f"AND f.occurred_end IS NOT NULL AND f.event_time < ?{cond}",
+                (
+                    bank_id,
+                    iso(start),
+                    iso(end),
+                    iso(start),
+                    *params,
+                    bank_id,
+                    iso(start),
+                    iso(start),
+                    *params,
+                ),
             )
         ]
-
-    def count_in_window(self, bank_id: int, start: datetime, end: datetime, flt: Any) -> int:
-        """len(fact_ids_in_window(...)), counted inside SQLite (the same two index reads)."""
-        cond, params = filter_sql(flt, "f")
-        inside, before = _window_args(start, end)
-        return self.conn.execute(
-            f"SELECT (SELECT count(*) FROM facts f WHERE f.bank_id = ? AND {_STARTS_INSIDE}"
-            f"{cond}) + (SELECT count(*) FROM facts f WHERE f.bank_id = ? AND "
-            f"{_STARTS_BEFORE}{cond})",
-            (bank_id, *inside, *params, bank_id, *before, *params),
-        ).fetchone()[0]
-
-    def window_members(
-        self, fact_ids: Sequence[int], bank_id: int, start: datetime, end: datetime, flt: Any
-    ) -> set[int]:
-        """Which of these facts fact_ids_in_window(bank_id, start, end, flt) holds, found by
-        id (a few hundred probes instead of listing a window of tens of thousands)."""
-        import json
-
-        if not fact_ids:
-            return set()
-        cond, params = filter_sql(flt, "f")
-        inside, before = _window_args(start, end)
-        return {
-            r[0]
-            for r in self.conn.execute(
-                "SELECT f.id FROM json_each(?) AS j CROSS JOIN facts f ON f.id = j.value "
-                f"WHERE +f.bank_id = ? AND (({_STARTS_INSIDE}) OR ({_STARTS_BEFORE})){cond}",
-                (json.dumps([int(i) for i in fact_ids]), bank_id, *inside, *before, *params),
-            )
-        }
 
     def fact_time_spans(self, fact_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
         """id -> (start, end) of these facts (see fact_time_span)."""

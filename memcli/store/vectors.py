@@ -32,11 +32,6 @@ from memcli.store.types import FACT_TYPES, StoreError, batched, marks
 PREFILTER_FACTOR = 4
 PREFILTER_EXTRA = 64
 VEC0_MAX_K = 4096  # sqlite-vec refuses a larger k
-# nearest_in_window walks the bank nearest first, instead of listing the window, when the
-# window holds at least 1 / WALK_MIN_SHARE of the bank and WALK_MIN_FACTS facts: listing
-# costs ~0.4 us a fact in the window, the walk ~3 us a probe for need x (bank / window).
-WALK_MIN_SHARE = 5
-WALK_MIN_FACTS = 2000
 # Float vectors beside the bits are kept in half precision: half the bytes (a 384-dim
 # vector is 768 bytes, five rows to a 4 KB page instead of two), and a cosine moves by
 # about 1e-4, far below any difference recall ranks on.
@@ -309,13 +304,6 @@ def _smallest(values: np.ndarray, pool: np.ndarray | None, n: int) -> np.ndarray
     return picked if pool is None else pool[picked]
 
 
-def _ranked(scan: BankScan, rows: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """The k of these rows nearest to query by exact cosine, as (fact id, cosine)."""
-    cosines = _cosines(scan.floats(rows), query)
-    order = np.argsort(-cosines, kind="stable")[:k]
-    return [(int(scan.ids[rows[i]]), float(cosines[i])) for i in order]
-
-
 def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     # einsum, not `@`: a matrix-vector product this small is slower through BLAS, whose
     # threads fight for the cores of a busy machine (measured 20x slower under load).
@@ -585,54 +573,14 @@ class VectorsMixin:
                 key=lambda pair: -pair[1],
             )
             return scored[:k]
-        # In row order, so ties (equal distances at the cut, equal cosines) go to the lower
-        # row whatever order the ids came in: nearest_in_window's walk gives the same.
-        pool = np.sort(scan.rows_array(fact_ids))
+        pool = scan.rows_array(fact_ids)
         if not len(pool) or k <= 0:
             return []
         distances = scan.hamming(scan.query_words(sign_bits(query)))
         picked = _smallest(distances, pool, prefilter_candidates(k))
-        return _ranked(scan, picked, query, k)
-
-    def nearest_in_window(
-        self,
-        bank_id: int,
-        vec: np.ndarray,
-        start: Any,
-        end: Any,
-        flt: Any,
-        k: int,
-    ) -> tuple[int, list[tuple[int, float]]]:
-        """(how many facts the window [start, end) holds, the k of them nearest to vec as
-        nearest_among gives them). A window holding a large share of the bank ("the past two
-        months": 70k of 100k facts) is not listed: the bank's rows are walked nearest first
-        by the query's Hamming distance (already computed for the semantic arm), checking
-        membership by id, until the prefilter's candidates are found: the same candidates,
-        for a few hundred probes instead of tens of thousands of ids."""
-        query = np.asarray(vec, dtype=np.float32)
-        count = self.count_in_window(bank_id, start, end, flt)  # type: ignore[attr-defined]
-        scan = self._bank_scan(bank_id)
-        need = prefilter_candidates(k)
-        if scan is None or k <= 0 or count < WALK_MIN_FACTS or count * WALK_MIN_SHARE < len(scan):
-            ids = self.fact_ids_in_window(bank_id, start, end, flt)  # type: ignore[attr-defined]
-            return len(ids), self.nearest_among(bank_id, query, ids, k)
-        distances = scan.hamming(scan.query_words(sign_bits(query)))
-        # The nearest `take` rows hold about take * count / len(scan) of the window's.
-        take = min(len(scan), int(need * len(scan) / count * 1.25) + 64)
-        while True:
-            rows = _smallest(distances, None, take)  # the take nearest, ties to lower rows
-            members = self.window_members(  # type: ignore[attr-defined]
-                scan.ids[rows].tolist(), bank_id, start, end, flt
-            )
-            found = rows[np.isin(scan.ids[rows], np.fromiter(members, dtype=np.int64))]
-            if len(found) >= need or take >= len(scan):
-                break
-            take = min(len(scan), take * 2)
-        if len(found) > need:  # the first `need` by (distance, row), back in row order
-            found = np.sort(found[np.lexsort((found, distances[found]))[:need]])
-        if not len(found):
-            return count, []
-        return count, _ranked(scan, found, query, k)
+        cosines = _cosines(scan.floats(picked), query)
+        order = np.argsort(-cosines, kind="stable")[:k]
+        return [(int(scan.ids[picked[i]]), float(cosines[i])) for i in order]
 
     def nearest_earlier(
         self,
