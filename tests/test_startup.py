@@ -138,7 +138,8 @@ def test_leaving_without_teardown_loses_nothing(tmp_path):
 
 def test_the_real_llama_cpp_package_imports_after_the_bindings_alone():
     """llama_lib loads llama.cpp's bindings under a stand-in package: a later
-    `import llama_cpp` in the same process (a plugin, the doctor) gets the real package."""
+    `import llama_cpp` in the same process (a plugin, the doctor) gets the real package, and
+    llama.cpp's log stays silenced after it."""
     probe = (
         "import sys\n"
         "from memcli.models.embedder import load_embedder\n"
@@ -151,6 +152,8 @@ def test_the_real_llama_cpp_package_imports_after_the_bindings_alone():
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+    # the real package installs its own log callback: llama.cpp must stay silent after it
+    assert proc.stderr == "" and proc.stdout == ""
 
 
 def _recall_probe(db, *args: str) -> str:

@@ -158,8 +158,11 @@ class LlamaRunner:
         out = np.empty((len(seqs), width), dtype=np.float32)
         if not seqs:
             return out
+        from memcli.models import llama_lib
+
         lib = self._lib
         with self._lock:
+            llama_lib.silence(lib)
             batch = self._batch
             n = 0
             for seq_id, ids in enumerate(seqs):

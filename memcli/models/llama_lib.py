@@ -50,20 +50,30 @@ def ready() -> Any:
     stdout is read by programs and LLMs; llama-cpp-python's own callback still prints
     errors to stderr, ours drops all). The ctypes callback lives in a module global so it
     is never collected."""
-    global _backend_ready, _quiet_callback
+    global _backend_ready
     lib = bindings()
     with _lock:
+        silence(lib)
         if not _backend_ready:
-
-            @lib.llama_log_callback
-            def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-                return None
-
-            lib.llama_log_set(_drop, ctypes.c_void_p(0))
-            _quiet_callback = _drop
             lib.llama_backend_init()
             _backend_ready = True
     return lib
+
+
+def silence(lib: Any) -> None:
+    """Route llama.cpp's log to nowhere. Called before every load and decode: importing the
+    real llama_cpp package later in the process (a plugin, `mem doctor`) installs its own
+    callback, which prints warnings such as "decode: cannot decode batches with this
+    context" to stderr."""
+    global _quiet_callback
+    if _quiet_callback is None:
+
+        @lib.llama_log_callback
+        def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+            return None
+
+        _quiet_callback = _drop
+    lib.llama_log_set(_quiet_callback, ctypes.c_void_p(0))
 
 
 def model_metadata(lib: Any, model: Any) -> dict[str, str]:
