@@ -45,3 +45,43 @@ def remember(store: Store, embedder):
 def write_jsonl(path: Path, rows: list) -> Path:
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
     return path
+
+
+@pytest.fixture
+def bare_fact():
+    """bare_fact(store, bank, number, embedding, at, start=, end=, now=): a fact with this
+    vector and time and nothing else (no entities, tags or document), written straight
+    through the store, for tests of the vector and time search that need vectors retain
+    would not make. Call inside store.atomic(); returns its id."""
+    return _insert_bare_fact
+
+
+def _insert_bare_fact(
+    store: Store,
+    bank: int,
+    number: int,
+    embedding,
+    at: datetime,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    now: datetime | None = None,
+) -> int:
+    return store.insert_fact(
+        bank_id=bank,
+        text=f"fact {number}",
+        context=None,
+        fact_type="world",
+        mentioned_at=at,
+        occurred_start=start,
+        occurred_end=end,
+        tags=[],
+        metadata={},
+        source_id=None,
+        document_id=None,
+        chunk_id=None,
+        content_hash=f"h{number}",
+        entity_names=[],
+        embedding=embedding,
+        now=now or at,
+    )

@@ -184,7 +184,7 @@ def test_every_foreign_key_has_an_index_on_its_child_columns(store):
     assert missing == [], missing
 
 
-def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path):
+def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare_fact):
     """fact_ids_in_window against the rule it implements, on periods before, across, inside
     and after windows, and points; each of its two parts read through an index."""
     import numpy as np
@@ -211,22 +211,14 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path):
         ids = []
         for i, (start, end) in enumerate(periods):
             ids.append(
-                store.insert_fact(
-                    bank_id=bank,
-                    text=f"fact {i}",
-                    context=None,
-                    fact_type="world",
-                    mentioned_at=start,
-                    occurred_start=start if end else None,
-                    occurred_end=end,
-                    tags=[],
-                    metadata={},
-                    source_id=None,
-                    document_id=None,
-                    chunk_id=None,
-                    content_hash=f"h{i}",
-                    entity_names=[],
-                    embedding=np.eye(8, dtype=np.float32)[i % 8],
+                bare_fact(
+                    store,
+                    bank,
+                    i,
+                    np.eye(8, dtype=np.float32)[i % 8],
+                    start,
+                    start=start if end else None,
+                    end=end,
                     now=base,
                 )
             )

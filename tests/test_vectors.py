@@ -158,7 +158,7 @@ def test_a_kept_scan_follows_this_connections_writes(store, remember, db_path):
     _same_scan(store, bank)
 
 
-def test_link_search_over_a_large_bank_finds_the_exact_nearest_earlier_facts(store):
+def test_link_search_over_a_large_bank_finds_the_exact_nearest_earlier_facts(store, bare_fact):
     """nearest_earlier reads floats only for rows within hamming_reach of a new fact: on
     clustered vectors (neighbours at cosine 0.7-0.95, a bank several times the candidates)
     it still finds exactly the nearest earlier facts with cosine >= the floor."""
@@ -176,24 +176,7 @@ def test_link_search_over_a_large_bank_finds_the_exact_nearest_earlier_facts(sto
         bank = store.ensure_bank("default", DAY)
         store.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         for i, vec in enumerate(vectors):
-            store.insert_fact(
-                bank_id=bank,
-                text=f"fact {i}",
-                context=None,
-                fact_type="world",
-                mentioned_at=DAY,
-                occurred_start=None,
-                occurred_end=None,
-                tags=[],
-                metadata={},
-                source_id=None,
-                document_id=None,
-                chunk_id=None,
-                content_hash=f"h{i}",
-                entity_names=[],
-                embedding=vec,
-                now=DAY,
-            )
+            bare_fact(store, bank, i, vec, DAY)
     ids = np.array(store.fact_ids_of_bank(bank))
     stored = np.stack([store.vectors_for([int(i)])[int(i)] for i in ids])
     new = list(range(len(ids) - 64, len(ids)))
