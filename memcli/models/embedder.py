@@ -363,6 +363,13 @@ def builtin_name(spec: str) -> str | None:
     return BUILTIN_ALIASES.get(spec.strip().lower())
 
 
+def spec_builtin(spec: str | Path | None) -> str | None:
+    """The built-in model an embedder spec means (None: the default), or None for a path."""
+    if spec is None:
+        return "all-MiniLM-L6-v2"
+    return builtin_name(spec) if isinstance(spec, str) else None
+
+
 def builtin_path(name: str) -> Path:
     if name == "multilingual-e5-small":
         from memcli.models.e5 import e5_embedder_path
@@ -395,8 +402,7 @@ def resolve_embedder_path(spec: str | Path | None) -> Path:
 def load_embedder(path: str | Path | None = None) -> Embedder:
     """The embedder for path or name (None: the bundled MiniLM), loaded once per process."""
     # "e5", "multilingual-e5-small" and an alias in other case are one spec; None the default.
-    name = builtin_name(path) if isinstance(path, str) else None
-    spec_key = name or ("all-MiniLM-L6-v2" if path is None else str(path))
+    spec_key = spec_builtin(path) or str(path)
     with _cache_lock:
         spec_lock = _spec_locks.setdefault(spec_key, threading.Lock())
     with spec_lock:

@@ -19,9 +19,9 @@ def preload_embedder(spec: str | None) -> None:
 
     def load() -> None:
         try:
-            from memcli.models.embedder import builtin_name, converted, load_embedder
+            from memcli.models.embedder import converted, load_embedder, spec_builtin
 
-            name = builtin_name(spec) if spec is not None else "all-MiniLM-L6-v2"
+            name = spec_builtin(spec)
             if name is None or converted(name):
                 load_embedder(spec)
         except Exception:  # noqa: BLE001 - the command's own load reports it
