@@ -380,15 +380,16 @@ class Retainer:
 
     def _discard_staging(self) -> None:
         """Drop the staged documents of a call cut short; the summary then counts only what
-        stays stored (the items of no document)."""
+        stays stored (the items of no document, their entities and links)."""
         if self._staging_bank is None:
             return
         try:
-            staged_facts = self.store.fact_count(self._staging_bank)
             with self.store.atomic():
-                self.store.discard_staging(self._staging_bank)
+                dropped = self.store.discard_staging(self._staging_bank)
             self.summary.items -= self._staged_items
-            self.summary.facts -= staged_facts
+            # Entities only the staged facts had, and their links, went with them.
+            for key in ("facts", "entities", "links"):
+                setattr(self.summary, key, getattr(self.summary, key) - dropped[key])
             self._staged_items = 0
         except BaseException:  # noqa: BLE001 - the next writer purges it; keep the first error
             pass

@@ -249,3 +249,34 @@ def test_an_interrupted_call_counts_only_what_it_keeps(store, embedder):
     assert store.fact_count(bank) == 3
     assert (summary.items, summary.facts) == (3, 3)
     assert summary.line().startswith("interrupted: kept 3 items, 3 facts stored")
+
+
+def test_an_interrupted_call_counts_only_the_entities_and_links_it_keeps(store, embedder):
+    """The staged document dropped at Ctrl-C takes its entities and links with it: the
+    summary's entity and link counts are what the store keeps."""
+    from memcli.settings import RetainSettings
+
+    items = [RetainItem(text=f"Maya watered the garden on day {i}.") for i in range(3)]
+    items += [
+        RetainItem(text=f"Priya wrote chapter {i} of the Lisbon guide.", document_id="guide")
+        for i in range(5)
+    ]
+    batches = 0
+
+    def progress(n: int) -> None:
+        nonlocal batches
+        batches += 1
+        if batches == 2:
+            raise KeyboardInterrupt
+
+    retainer = Retainer(
+        store,
+        "default",
+        embedder,
+        now=datetime(2026, 11, 20),
+        settings=RetainSettings(batch_items=3),
+    )
+    summary = retainer.retain(items, progress=progress)
+    assert summary.interrupted and store.fact_count(store.require_bank("default")) == 3
+    kept_entities = store.conn.execute("SELECT count(*) FROM entities").fetchone()[0]
+    assert (summary.entities, summary.links) == (kept_entities, store.link_count())

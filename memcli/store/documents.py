@@ -97,12 +97,14 @@ class DocumentsMixin:
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
         return replaced
 
-    def discard_staging(self, staging_bank: int) -> None:
-        """Drop a staging bank and all it holds. Call inside atomic()."""
-        self.delete_facts(self.fact_ids_of_bank(staging_bank))  # type: ignore[attr-defined]
+    def discard_staging(self, staging_bank: int) -> dict[str, int]:
+        """Drop a staging bank and all it holds; returns delete_facts' counts of what went
+        (facts, links, entities left with no fact, chunks). Call inside atomic()."""
+        counts = self.delete_facts(self.fact_ids_of_bank(staging_bank))  # type: ignore[attr-defined]
         self.conn.execute("DELETE FROM chunks WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM documents WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
+        return counts
 
     def purge_abandoned_staging(self) -> int:
         """Drop staging banks left by killed processes. Call inside atomic()."""
