@@ -49,10 +49,10 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 @pytest.fixture
 def bare_fact():
-    """bare_fact(store, bank, number, embedding, at, start=, end=, now=): a fact with this
-    vector and time and nothing else (no entities, tags or document), written straight
-    through the store, for tests of the vector and time search that need vectors retain
-    would not make. Call inside store.atomic(); returns its id."""
+    """bare_fact(store, bank, number, embedding, at, start=, end=, now=, text=, fact_type=): a
+    fact with this vector, time and text and nothing else (no entities, tags or document),
+    written straight through the store, for tests of the vector, time and keyword search that
+    need facts retain would not make. Call inside store.atomic(); returns its id."""
     return _insert_bare_fact
 
 
@@ -66,12 +66,14 @@ def _insert_bare_fact(
     start: datetime | None = None,
     end: datetime | None = None,
     now: datetime | None = None,
+    text: str | None = None,
+    fact_type: str = "world",
 ) -> int:
     return store.insert_fact(
         bank_id=bank,
-        text=f"fact {number}",
+        text=text or f"fact {number}",
         context=None,
-        fact_type="world",
+        fact_type=fact_type,
         mentioned_at=at,
         occurred_start=start,
         occurred_end=end,

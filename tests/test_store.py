@@ -6,6 +6,8 @@ import json
 import multiprocessing
 from datetime import datetime, timedelta
 
+import pytest
+
 from memcli.retain import Retainer, RetainItem
 from memcli.store import APPLICATION_ID, CONTEXTS_AMONG_SQL, SCHEMA_VERSION, Store
 from memcli.store.schema import MIGRATIONS
@@ -249,3 +251,43 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare
         ]
         assert "facts_occurred_end" in plans[0], plans
         assert "facts_event_time (bank_id=? AND event_time>? AND event_time<?)" in plans[1], plans
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # (facts of the other bank, type filter, expected: the asked bank's best by BM25)
+        ("no other bank", 0, None, [6, 5, 4]),
+        ("another bank holds all the best matches", 40, None, [6, 5, 4]),
+        ("a filter excludes the best matches", 0, ("experience",), [3, 2, 1]),
+        ("both", 40, ("experience",), [3, 2, 1]),
+    ],
+    ids=lambda c: c[0],
+)
+def test_keyword_search_returns_the_banks_best_matches(db_path, bare_fact, case):
+    """keyword_search ranks in FTS5 alone and checks the bank and filter afterwards; when
+    another bank or a filter takes the best matches it must still return this bank's best,
+    in BM25 order. Every text has six words, so BM25 orders by how often "apple" occurs."""
+    from memcli.recall.filters import FactFilter
+
+    _, others, types, expected = case
+    with Store(db_path) as store, store.atomic():
+        mine = store.ensure_bank("mine", DAY)
+        theirs = store.ensure_bank("theirs", DAY)
+        store.ensure_vectors(mine, "unit", None, 8)
+        store.ensure_vectors(theirs, "unit", None, 8)
+        vec = [1.0] * 8
+        apples = {}
+        for count in range(1, 7):
+            text = " ".join(["apple"] * count + ["pear"] * (6 - count))
+            kind = "world" if count >= 4 else "experience"
+            apples[bare_fact(store, mine, count, vec, DAY, text=text, fact_type=kind)] = count
+        for n in range(others):
+            bare_fact(store, theirs, 100 + n, vec, DAY, text="apple " * 6)
+    with Store(db_path) as store:
+        rows = store.keyword_search(
+            mine, '"apple"', (1.0, 0.5, 0.75, 0.3), FactFilter(types=types), limit=3
+        )
+    assert [apples.get(fid) for fid, _ in rows] == expected
+    scores = [score for _, score in rows]
+    assert scores == sorted(scores)  # bm25: lower is better

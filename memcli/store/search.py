@@ -12,6 +12,9 @@ from typing import Any
 
 from memcli.store.types import batched, iso, marks
 
+# keyword_search ranks this many times its limit in FTS5 alone before checking bank and filter.
+KEYWORD_OVERFETCH = 2
+
 
 def filter_sql(flt: Any, alias: str = "f") -> tuple[str, list]:
     """A condition (starting with AND, or empty) and its parameters."""
@@ -77,9 +80,27 @@ class SearchMixin:
         limit: int,
     ) -> list[tuple[int, float]]:
         """(fact id, bm25) best first for an FTS5 MATCH expression built by fts.py (never
-        raw user text); bm25 is lower-is-better."""
-        cond, params = filter_sql(flt, "f")
+        raw user text); bm25 is lower-is-better.
+
+        FTS5 ranks its matches fastest on its own. Joined to facts (for the bank and the
+        filter), every match's row was looked up before the sort: a question of common words
+        matches 20-40k of 100k facts, and the join was 40% of the arm (19 of 27 ms against 11
+        ranked alone). So the best KEYWORD_OVERFETCH x limit are ranked alone and then checked;
+        only when too few of them pass (another bank holds most matches, a narrow filter)
+        does the joined query run. Either way the result is the bank's best `limit`."""
         weights = ", ".join(str(float(w)) for w in column_weights)
+        fetch = limit * KEYWORD_OVERFETCH
+        ranked = self.conn.execute(
+            f"SELECT rowid, bm25(fact_fts, {weights}) AS rank FROM fact_fts "
+            "WHERE fact_fts MATCH ? ORDER BY rank LIMIT ?",
+            (expression, fetch),
+        ).fetchall()
+        passing = self.filter_facts([r[0] for r in ranked], flt, bank_id)  # type: ignore[attr-defined]
+        kept = [(fid, score) for fid, score in ranked if fid in passing]
+        if len(kept) >= limit or len(ranked) < fetch:
+            # Enough passed, or these were all the matches: no better match is left out.
+            return kept[:limit]
+        cond, params = filter_sql(flt, "f")
         return self.conn.execute(
             f"SELECT fact_fts.rowid, bm25(fact_fts, {weights}) AS rank FROM fact_fts "
             "JOIN facts f ON f.id = fact_fts.rowid "
