@@ -293,12 +293,12 @@ def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
     ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY id")]
     question, reply, weather, late, same_speaker, unsaid, count_me = ids
     # "Why not?" came more than reply_max_gap_hours after the fact before it.
-    assert store.previous_facts(ids, 6.0) == {
-        reply: question,
-        weather: reply,
-        same_speaker: late,
-        unsaid: same_speaker,
-        count_me: unsaid,
+    assert store.next_facts(ids, 6.0) == {
+        question: reply,
+        reply: weather,
+        late: same_speaker,
+        same_speaker: unsaid,
+        unsaid: count_me,
     }
 
     facts = store.facts_by_id(ids)

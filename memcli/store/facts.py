@@ -231,20 +231,20 @@ class FactsMixin:
                 out[row[0]] = _fact_from_row(row, entity_names.get(row[0], []))
         return out
 
-    def previous_facts(self, fact_ids: Sequence[int], max_gap_hours: float) -> dict[int, int]:
-        """For each fact, the fact stored just before it in the same bank and document (the
-        nearest lower id), if it was said at most max_gap_hours earlier."""
+    def next_facts(self, fact_ids: Sequence[int], max_gap_hours: float) -> dict[int, int]:
+        """For each fact, the fact stored just after it in the same bank and document (the
+        nearest higher id), if it was said at most max_gap_hours later."""
         out: dict[int, int] = {}
         for batch in batched(list(fact_ids)):
-            for fid, prev, gap in self.conn.execute(
-                "SELECT f.id, p.id, julianday(f.mentioned_at) - julianday(p.mentioned_at) "
-                "FROM facts f JOIN facts p ON p.id = (SELECT q.id FROM facts q WHERE "
-                "q.bank_id = f.bank_id AND q.document_id IS f.document_id AND q.id < f.id "
-                f"ORDER BY q.id DESC LIMIT 1) WHERE f.id IN ({marks(len(batch))})",
+            for fid, after, gap in self.conn.execute(
+                "SELECT f.id, n.id, julianday(n.mentioned_at) - julianday(f.mentioned_at) "
+                "FROM facts f JOIN facts n ON n.id = (SELECT q.id FROM facts q WHERE "
+                "q.bank_id = f.bank_id AND q.document_id IS f.document_id AND q.id > f.id "
+                f"ORDER BY q.id LIMIT 1) WHERE f.id IN ({marks(len(batch))})",
                 batch,
             ):
                 if 0 <= gap * 24 <= max_gap_hours:
-                    out[fid] = prev
+                    out[fid] = after
         return out
 
     def contexts_among(self, bank_id: int, candidates: Sequence[str]) -> list[str]:
