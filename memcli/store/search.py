@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from memcli.store.types import batched, iso, marks
+from memcli.store.types import batched, id_json, iso, marks
 
 # keyword_search ranks this many times its limit in FTS5 alone before checking bank and filter.
 KEYWORD_OVERFETCH = 2
@@ -181,14 +181,9 @@ class SearchMixin:
         # "+": rows are found by id; bank and filter only check them (see facts_by_id).
         bank_cond = "" if bank_id is None else " AND +f.bank_id = ?"
         bank_args = [] if bank_id is None else [bank_id]
-        out: set[int] = set()
-        for batch in batched(ids):
-            out.update(
-                r[0]
-                for r in self.conn.execute(
-                    f"SELECT f.id FROM facts f WHERE f.id IN ({marks(len(batch))})"
-                    f"{bank_cond}{cond}",
-                    (*batch, *bank_args, *params),
-                )
-            )
-        return out
+        rows = self.conn.execute(
+            "SELECT f.id FROM json_each(?) AS j JOIN facts f ON f.id = j.value "
+            f"WHERE 1{bank_cond}{cond}",
+            (id_json(ids), *bank_args, *params),
+        )
+        return {r[0] for r in rows}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -92,6 +93,13 @@ def batched(items: list, size: int = 500) -> Iterator[list]:
 
 def marks(n: int) -> str:
     return ",".join("?" * n)
+
+
+def id_json(ids: Iterable[int]) -> str:
+    """Distinct ids as one JSON array, for `json_each(?)`: no parameter limit, and each id
+    is probed by rowid in the order given, where an IN list is first built into a temporary
+    index (filter_facts of 600 candidates at 100k facts: 1.3-1.9 ms against 2.0-2.5)."""
+    return json.dumps([int(i) for i in dict.fromkeys(ids)])
 
 
 def content_hash(
