@@ -217,3 +217,64 @@ def test_pairs_at_the_floor_are_within_the_hamming_reach():
         distances = ((a > 0) != (b > 0)).sum(axis=1)
         assert distances.max() <= reach
         assert distances.mean() == pytest.approx(384 * np.arccos(floor) / np.pi, rel=0.02)
+
+
+@pytest.fixture(scope="module")
+def hourly_store(tmp_path_factory):
+    """20,000 facts one hour apart with random vectors, one in fifty an observation: big
+    enough that nearest_in_window probes, goes on probing or lists the window, as the share
+    of the window among the rows nearest to the query decides."""
+    from conftest import _insert_bare_fact
+
+    from memcli.store import Store
+
+    path = tmp_path_factory.mktemp("hourly") / "mem.db"
+    rng = np.random.default_rng(11)
+    with Store(path) as store, store.atomic():
+        bank = store.ensure_bank("default", DAY)
+        store.ensure_vectors(bank, "unit", None, 64)
+        for i in range(20_000):
+            vec = rng.standard_normal(64).astype(np.float32)
+            fact_type = "observation" if i % 50 == 0 else "world"
+            _insert_bare_fact(store, bank, i, vec, DAY + timedelta(hours=i), fact_type=fact_type)
+    store = Store(path, create=False)
+    yield store, bank, rng.standard_normal((3, 64)).astype(np.float32)
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # (window as a share of the 20,000 hours, fact types, how the facts are found)
+        ("the whole store: the first probe finds enough", (0.0, 1.0), None, "probed"),
+        ("a fifth of it: probing goes on further", (0.4, 0.6), None, "probed further"),
+        ("a narrow window is listed", (0.5, 0.51), None, "listed"),
+        ("a filter that rejects most is listed", (0.0, 1.0), ("observation",), "listed"),
+        ("an empty window", (1.5, 2.0), None, "listed"),
+    ],
+    ids=lambda c: c[0],
+)
+def test_nearest_in_a_window_is_the_same_probed_or_listed(hourly_store, case):
+    """nearest_in_window probes the bank's rows in Hamming order instead of listing a wide
+    window's facts; either way the k facts must be those of nearest_among over the listed
+    window, ties included, and each in the window and the filter."""
+    from memcli.recall.filters import FactFilter
+
+    store, bank, queries = hourly_store
+    _, (lo, hi), types, how = case
+    start, end = DAY + timedelta(hours=20_000 * lo), DAY + timedelta(hours=20_000 * hi)
+    flt = FactFilter(types, None, "any")
+    for query in queries:
+        got, figures = store.nearest_in_window(bank, query, start, end, flt, 5)
+        listed, _ = store.nearest_in_window(bank, query, start, end, flt, 5, probe=False)
+        assert got == listed
+        inside = store.fact_ids_in_window(bank, start, end, flt)
+        assert len(got) == min(5, len(inside))
+        assert {f for f, _ in got} <= set(inside.tolist())
+        first = 4 * prefilter_candidates(5)
+        found = {
+            "probed": figures.get("probed") == first,
+            "probed further": figures.get("probed", 0) > first,
+            "listed": "listed" in figures,
+        }
+        assert found[how], figures

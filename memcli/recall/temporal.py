@@ -45,8 +45,9 @@ def run(ctx: ArmContext) -> ArmResult:
     result = ArmResult("temporal", [], "temporal")
     if window is None or ctx.query_vec is None:
         return result
-    in_window = ctx.store.fact_ids_in_window(ctx.bank_id, window.start, window.end, ctx.filters)
-    nearest = ctx.store.nearest_among(ctx.bank_id, ctx.query_vec, in_window, s.temporal_pool)
+    nearest, found = ctx.store.nearest_in_window(
+        ctx.bank_id, ctx.query_vec, window.start, window.end, ctx.filters, s.temporal_pool
+    )
     cosine = dict(nearest)
     pool = [f for f, c in nearest if c >= s.temporal_pool_floor]
     times = ctx.store.fact_time_spans(pool)
@@ -57,7 +58,9 @@ def run(ctx: ArmContext) -> ArmResult:
     entries = _entry_points(pool, times, score, window, s.temporal_entry_points, s.temporal_buckets)
     result.notes = {
         "window": window.to_json(),
-        "in_window": len(in_window),
+        # {"listed": n}: the window's n facts were listed; {"probed": r, "in_window": n}: of
+        # the r rows nearest by sign bits, n were in it (store/vectors.py).
+        "window_facts": found,
         "pool": len(pool),
         "entry_points": entries,
     }

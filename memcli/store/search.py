@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from memcli.store.types import batched, id_json, iso, marks
 
 # keyword_search ranks this many times its limit in FTS5 alone before checking bank and filter.
@@ -68,6 +70,13 @@ def filter_active(flt: Any) -> bool:
     )
 
 
+def _id_array(text: str | None) -> np.ndarray:
+    """The ids of a group_concat (comma-separated integers; None for no rows)."""
+    if not text:
+        return np.zeros(0, dtype=np.int64)
+    return np.fromstring(text, dtype=np.int64, sep=",")
+
+
 class SearchMixin:
     conn: Any
 
@@ -116,37 +125,64 @@ class SearchMixin:
 
     def fact_ids_in_window(
         self, bank_id: int, start: datetime, end: datetime, flt: Any
-    ) -> list[int]:
-        """Facts whose time overlaps [start, end). Spans are half-open: a fact's
-        occurred_end is exclusive, a bare time is a point. Ids only: a wide window of a big
-        store holds tens of thousands (70k of 100k facts for "the past two months" in the
-        scale bench), and parsing all their times was most of the temporal arm."""
+    ) -> np.ndarray:
+        """Facts whose time overlaps [start, end), as an array of ids. Spans are half-open:
+        a fact's occurred_end is exclusive, a bare time is a point.
+
+        A wide window of a big store holds tens of thousands (97k of 100k facts for "this
+        year" in the scale bench), so the ids come back as one group_concat text parsed by
+        numpy, and the index on (bank_id, event_time) answers alone: reading every row's
+        occurred_end from the table, and a Python tuple per row, was 56 ms for 97k ids
+        against 11 ms this way."""
         cond, params = filter_sql(flt, "f")
         # Two disjoint parts, each read through its own index: facts that start inside the
-        # window (the time index: as many rows as the window holds), and facts that start
-        # before it and end inside or after it (facts_occurred_end: only facts with an end).
-        # One condition over both walked every fact before the window's end.
-        return [
+        # window (the time index), less the few of them whose end is at or before the
+        # window's start (facts_occurred_end); and facts that start before it and end inside
+        # or after it (facts_occurred_end: only facts with an end).
+        inside = _id_array(
+            self.conn.execute(
+                "SELECT group_concat(f.id) FROM facts f WHERE f.bank_id = ? "
+                f"AND f.event_time >= ? AND f.event_time < ?{cond}",
+                (bank_id, iso(start), iso(end), *params),
+            ).fetchone()[0]
+        )
+        ended = [
             r[0]
             for r in self.conn.execute(
-                "SELECT f.id FROM facts f WHERE f.bank_id = ? AND f.event_time >= ? "
-                f"AND f.event_time < ? AND (f.occurred_end IS NULL OR f.occurred_end > ?){cond} "
-                "UNION ALL "
-                "SELECT f.id FROM facts f WHERE f.bank_id = ? AND f.occurred_end > ? "
-                f"AND f.occurred_end IS NOT NULL AND f.event_time < ?{cond}",
-                (
-                    bank_id,
-                    iso(start),
-                    iso(end),
-                    iso(start),
-                    *params,
-                    bank_id,
-                    iso(start),
-                    iso(start),
-                    *params,
-                ),
+                "SELECT id FROM facts WHERE bank_id = ? AND occurred_end IS NOT NULL "
+                "AND occurred_end <= ? AND event_time >= ? AND event_time < ?",
+                (bank_id, iso(start), iso(start), iso(end)),
             )
         ]
+        if ended:
+            inside = inside[~np.isin(inside, np.array(ended, dtype=np.int64))]
+        across = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT f.id FROM facts f WHERE f.bank_id = ? AND f.occurred_end > ? "
+                f"AND f.occurred_end IS NOT NULL AND f.event_time < ?{cond}",
+                (bank_id, iso(start), iso(start), *params),
+            )
+        ]
+        if not across:
+            return inside
+        return np.concatenate([inside, np.array(across, dtype=np.int64)])
+
+    def in_window_among(
+        self, fact_ids: Sequence[int], start: datetime, end: datetime, flt: Any
+    ) -> set[int]:
+        """Which of these facts overlap [start, end) and pass the filter (the rule of
+        fact_ids_in_window, checked on each fact found by id)."""
+        cond, params = filter_sql(flt, "f")
+        s, e = iso(start), iso(end)
+        rows = self.conn.execute(
+            "SELECT f.id FROM json_each(?) AS j JOIN facts f ON f.id = j.value WHERE "
+            "((+f.event_time >= ? AND +f.event_time < ? "
+            "AND (f.occurred_end IS NULL OR f.occurred_end > ?)) "
+            f"OR (f.occurred_end IS NOT NULL AND f.occurred_end > ? AND +f.event_time < ?)){cond}",
+            (id_json(list(fact_ids)), s, e, s, s, s, *params),
+        )
+        return {r[0] for r in rows}
 
     def fact_time_spans(self, fact_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
         """id -> (start, end) of these facts (see fact_time_span)."""
