@@ -105,13 +105,20 @@ class BankScan:
         ids: list[bytes] = []
         bits: list[bytes] = []
         cells: list[bytes] = []
-        for chunk_id, size, validity, rowids, vectors, meta in conn.execute(
-            "SELECT c.chunk_id, c.size, c.validity, c.rowids, b.vectors, m.data "
-            "FROM fact_vec_chunks c JOIN fact_vec_vector_chunks00 b ON b.rowid = c.chunk_id "
-            "JOIN fact_vec_metadatachunks00 m ON m.rowid = c.chunk_id "
-            "WHERE c.partition00 = ? ORDER BY c.chunk_id",
+        # Three reads, not one join: vec0 declares its chunk tables' "rowid" as a plain
+        # column, so the planner scanned one inside the other and sorted all the blobs
+        # (10-20 ms at 100k facts against ~3 ms).
+        bit_chunks = _chunk_blobs(conn, "fact_vec_vector_chunks00", "vectors", bank_id)
+        meta_chunks = _chunk_blobs(conn, "fact_vec_metadatachunks00", "data", bank_id)
+        for chunk_id, size, validity, rowids in conn.execute(
+            "SELECT chunk_id, size, validity, rowids FROM fact_vec_chunks "
+            "WHERE partition00 = ? ORDER BY chunk_id",
             (bank_id,),
         ):
+            vectors = bit_chunks.get(chunk_id)
+            meta = meta_chunks.get(chunk_id)
+            if vectors is None or meta is None:
+                raise _LayoutError(f"chunk {chunk_id} has no vectors or metadata")
             if (
                 len(rowids) != 8 * size
                 or len(vectors) != size * nbytes
@@ -124,7 +131,9 @@ class BankScan:
             ids.append(rowids)
             bits.append(vectors)
             cells.append(meta)
-        live = np.concatenate(valid) if valid else np.zeros(0, dtype=bool)
+        live_rows = np.concatenate(valid) if valid else np.zeros(0, dtype=bool)
+        # Most banks have no deleted rows: a slice then copies nothing.
+        live = slice(None) if live_rows.all() else live_rows
         self.ids = np.frombuffer(b"".join(ids), dtype="<i8")[live]
         packed = np.frombuffer(b"".join(bits), dtype=np.uint8).reshape(-1, nbytes)[live]
         # (words, rows): word w of every row is contiguous, for the Hamming passes.
@@ -264,6 +273,17 @@ class BankScan:
         pos = np.minimum(np.searchsorted(sorted_ids, wanted), len(sorted_ids) - 1)
         hit = sorted_ids[pos] == wanted
         return wanted[hit], self._order[pos[hit]]
+
+
+def _chunk_blobs(conn: Any, table: str, column: str, bank_id: int) -> dict[int, bytes]:
+    """chunk id -> its blob in one of vec0's chunk tables, for the bank's chunks."""
+    return dict(
+        conn.execute(
+            f"SELECT rowid, {column} FROM {table} "
+            "WHERE rowid IN (SELECT chunk_id FROM fact_vec_chunks WHERE partition00 = ?)",
+            (bank_id,),
+        )
+    )
 
 
 @dataclass
