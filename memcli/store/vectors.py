@@ -636,10 +636,10 @@ class VectorsMixin:
         against the window and filter by id. When that finds too few, the share of the rows
         in the window says which way is cheaper: going on, or listing the window (a listed
         fact costs about a tenth of a checked one). probe=False always lists."""
-        scan = self._bank_scan(bank_id)
-        want = prefilter_candidates(k)
         if k <= 0:
             return [], {}
+        scan = self._bank_scan(bank_id)
+        want = prefilter_candidates(k)
         if probe and scan is not None and len(scan):
             query = np.asarray(vec, dtype=np.float32)
             distances = scan.hamming(scan.query_words(sign_bits(query)))
