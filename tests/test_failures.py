@@ -246,19 +246,24 @@ def test_a_bad_batch_line_is_one_line_naming_the_problem(db_path, line, needle):
 # -- finding 7: never modify a file that is not a mem store -----------------------------------
 
 
-def test_a_foreign_sqlite_file_is_left_byte_for_byte(tmp_path):
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_a_foreign_sqlite_file_is_left_byte_for_byte(tmp_path, journal):
     path = tmp_path / "app.db"
     conn = sqlite3.connect(path)
+    # A WAL database read by an ordinary read-only connection gets -wal and -shm files
+    # beside it: the folder changes though the file does not.
+    conn.execute(f"PRAGMA journal_mode = {journal}")
     conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)")
     conn.execute("INSERT INTO notes(body) VALUES ('keep me')")
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    for args in (["retain", "hello"], ["recall", "hello"], ["stats"]):
+    for args in (["retain", "hello"], ["recall", "hello"], ["stats"], ["doctor"], ["list"]):
         r = mem(path, *args)
         assert r.exit_code == 1
-        one_error_line(r.stderr, "not a mem store")
+        if args != ["doctor"]:  # doctor reports it among its checks
+            one_error_line(r.stderr, "not a mem store")
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # no -wal, no -shm
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import apsw
 import sqlite_vec
@@ -60,15 +61,24 @@ def inspect_file(path: Path) -> int | None:
         raise StoreError(f"{path} is a directory, not a mem store")
     try:
         with open(path, "rb") as fh:
-            header = fh.read(16)
+            header = fh.read(100)
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if not header:
         raise StoreError(f"{path} is an empty file, not a mem store (left untouched)")
-    if header != b"SQLite format 3\x00":
+    if header[:16] != b"SQLite format 3\x00":
         raise StoreError(f"{path} is not an SQLite database (left untouched)")
+    # The application id (header offset 68) is set when a store is created and never
+    # changes, so another application's id settles it without opening the file.
+    if int.from_bytes(header[68:72], "big", signed=True) not in (0, APPLICATION_ID):
+        raise StoreError(f"{path} is an SQLite database but not a mem store (left untouched)")
+    uri = f"file:{quote(str(path.resolve()))}"
+    if header[18:20] == b"\x02\x02" and not Path(f"{path}-wal").exists():
+        # A WAL database with no -wal file is whole in its main file; an ordinary read-only
+        # connection would still create -wal and -shm beside a file that may not be ours.
+        uri += "?immutable=1"
     try:
-        probe = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        probe = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
         try:
             probe.set_busy_timeout(BUSY_TIMEOUT_MS)
             # One read transaction: a store being created by another process is seen either
