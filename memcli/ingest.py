@@ -112,6 +112,13 @@ def _scalar(obj: dict, key: str, default: Any) -> str | None:
     return str(value)
 
 
+def jsonl_lines(raw: str) -> list[str]:
+    """The lines of a JSONL text. Only "\\n" ends a line ("\\r\\n" leaves a "\\r", which JSON
+    reads as whitespace): str.splitlines() also cuts at U+2028, U+2029 and U+0085, which JSON
+    allows raw inside a string."""
+    return raw.split("\n")
+
+
 def _json_line(line: str) -> Any:
     try:
         return json.loads(line)
@@ -125,7 +132,7 @@ def items_from_jsonl(
     """(items, number of invalid lines skipped). Blank lines are ignored."""
     items: list[RetainItem] = []
     invalid = 0
-    for number, line in enumerate(raw.splitlines(), start=1):
+    for number, line in enumerate(jsonl_lines(raw), start=1):
         if not line.strip():
             continue
         try:
@@ -249,7 +256,7 @@ def recall_requests(
     from memcli.recall.pipeline import RecallError, validate
 
     out = []
-    for number, line in enumerate(raw.splitlines(), start=1):
+    for number, line in enumerate(jsonl_lines(raw), start=1):
         if not line.strip():
             continue
         try:

@@ -243,6 +243,25 @@ def test_a_bad_batch_line_is_one_line_naming_the_problem(db_path, line, needle):
     assert r.stdout == ""  # the whole batch is checked before the first answer
 
 
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085", "\x1c", "\x0b"])
+def test_jsonl_lines_end_only_at_newlines(db_path, tmp_path, separator):
+    """JSON allows these raw inside a string (json.dumps(ensure_ascii=False) writes them
+    so); str.splitlines() would cut the line there."""
+    text = f"The spare key{separator}is under the blue pot."
+    path = tmp_path / "items.jsonl"
+    line = json.dumps({"text": text, "document_id": "d1"}, ensure_ascii=False)
+    path.write_text(line + "\r\n" + json.dumps({"text": "A second line."}) + "\n")
+    r = mem(db_path, "retain", "--jsonl", str(path))
+    assert r.exit_code == 0, r.stderr
+    with Store(db_path) as s:
+        texts = " ".join(f.text for f in s.facts_by_id(range(1, 10)).values())
+    assert "blue pot" in texts and "A second line." in texts
+    query = json.dumps({"query": f"spare{separator}key"}, ensure_ascii=False)
+    r = mem(db_path, "recall", "--batch", "-", "--format", "json", input=query + "\n")
+    assert r.exit_code == 0, r.stderr
+    assert "blue pot" in r.stdout
+
+
 # -- finding 7: never modify a file that is not a mem store -----------------------------------
 
 
