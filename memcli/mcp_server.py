@@ -60,11 +60,13 @@ class MemoryService:
 
     # -- what the tools share -------------------------------------------------------------
 
-    def store(self) -> Any:
+    def store(self, create: bool = False) -> Any:
+        """The store, opened once. Only retain creates it: a read through a mistyped --db
+        must answer "no mem store", not leave an empty store behind (as the CLI's recall)."""
         if self._store is None:
             from memcli.store import Store
 
-            self._store = Store(self.db, create=True)
+            self._store = Store(self.db, create=create)
         return self._store
 
     def embedder(self, bank: str, texts: list[str] | None = None) -> Any:
@@ -126,8 +128,9 @@ class MemoryService:
         )
         with self._lock:
             bank = bank or self.bank
+            store = self.store(create=True)
             model = self.embedder(bank, [item.text])
-            retainer = Retainer(self.store(), bank, model, keep_stored=True)
+            retainer = Retainer(store, bank, model, keep_stored=True)
             summary = retainer.retain([item])
         return retain_json_obj(summary)
 
@@ -145,6 +148,7 @@ class MemoryService:
     ) -> dict[str, Any]:
         from memcli.recall import RecallOptions
         from memcli.recall import recall as run_recall
+        from memcli.recall.pipeline import validate
         from memcli.render import to_json_obj
         from memcli.timeparse import parse_when
 
@@ -158,6 +162,7 @@ class MemoryService:
             as_of=parse_when(as_of) if as_of else None,
         )
         bank = bank or self.bank
+        validate(options)  # a bad option is named before a missing store is
         with self._lock:
             result = run_recall(
                 self.store(),

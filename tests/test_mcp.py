@@ -119,13 +119,11 @@ def test_bad_calls_are_errors_and_the_server_keeps_serving(db_path):
                 await client.call_tool("recall", {"query": "x", "max_tokens": "lots"}),
                 await client.call_tool("recall", {"budget": "low"}),
                 await client.call_tool("retain", {"text": "x", "at": "not a date at all"}),
-                await client.call_tool("recall", {"query": "x", "bank": "nope"}),
                 await client.call_tool("no_such_tool", {}),
             ]
-            results.append(
-                await client.call_tool("retain", {"text": "Still here after the errors."})
-            )
-            results.append(await client.call_tool("recall", {"query": "still here"}))
+            retained = await client.call_tool("retain", {"text": "Still here after the errors."})
+            results.append(await client.call_tool("recall", {"query": "x", "bank": "nope"}))
+            results += [retained, await client.call_tool("recall", {"query": "still here"})]
         return results
 
     *bad, retained, recalled = run(session)
@@ -135,10 +133,35 @@ def test_bad_calls_are_errors_and_the_server_keeps_serving(db_path):
     assert "budget" in text_of(bad[0])
     assert "max_tokens" in text_of(bad[1])
     assert "query" in text_of(bad[2])
-    assert "nope" in text_of(bad[4])
+    assert "nope" in text_of(bad[5])
     assert not retained.is_error, text_of(retained)
     assert not recalled.is_error, text_of(recalled)
     assert recalled.structured_content["results"][0]["text"] == "Still here after the errors."
+
+
+def test_only_retain_creates_the_store(tmp_path):
+    """A typo in an agent's --db must not leave an empty store behind a read."""
+    db = tmp_path / "sub" / "mem.db"
+
+    async def session() -> list[Any]:
+        async with Client(server_params(db)) as client:
+            reads = [
+                await client.call_tool("recall", {"query": "anything"}),
+                await client.call_tool("list", {}),
+                await client.call_tool("forget", {"ids": [1], "dry_run": True}),
+            ]
+            created_by_reads = db.parent.exists()
+            wrote = await client.call_tool("retain", {"text": "The first memory."})
+            found = await client.call_tool("recall", {"query": "first memory"})
+        return [reads, created_by_reads, wrote, found]
+
+    reads, created_by_reads, wrote, found = run(session)
+    for result in reads:
+        assert result.is_error
+        assert "no mem store" in text_of(result)
+    assert not created_by_reads
+    assert not wrote.is_error, text_of(wrote)
+    assert found.structured_content["results"][0]["text"] == "The first memory."
 
 
 def test_list_and_forget_tools(db_path):
