@@ -559,18 +559,43 @@ def exit_now(code: object) -> NoReturn:
     os._exit(status)
 
 
+def _click_exceptions() -> tuple[type[Exception], type[BaseException]]:
+    """click's base error (typer vendors click as typer._click) and typer's Abort."""
+    try:
+        from typer._click.exceptions import ClickException
+    except ImportError:  # an older typer, on the click package
+        from click.exceptions import ClickException
+    return ClickException, typer.Abort
+
+
+def _usage_line(exc: Any) -> str:
+    """A click usage error in one line: the message and where help is."""
+    message = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "mem"
+    return f"{message} (see `{where} --help`)"
+
+
 def main() -> None:
     """The console entry point. No traceback reaches a user: an error the library did not
     turn into a one-line message is still printed as one line (MEM_DEBUG=1 shows the
     traceback, for bug reports)."""
+    click_error, click_abort = _click_exceptions()
     try:
         with only_command(invoked_command(sys.argv[1:])):
-            app()
-    except SystemExit as done:  # click ends every run, a successful one too, with SystemExit
+            # Not standalone: a usage error comes here as an exception, to be printed as
+            # one line instead of typer's framed box; --help and typer.Exit return a code.
+            code = app(standalone_mode=False)
+        exit_now(code if isinstance(code, int) else 0)
+    except SystemExit as done:  # fail() and exit_now end a run with SystemExit
         exit_now(done.code)
-    except KeyboardInterrupt:
+    except click_error as exc:
+        if exc.format_message().strip():  # empty: bare `mem`, whose help typer has printed
+            typer.echo(f"mem: error: {_usage_line(exc)}", err=True)
+        exit_now(exc.exit_code)
+    except (KeyboardInterrupt, click_abort):
         typer.echo("mem: interrupted", err=True)
-        sys.exit(130)
+        exit_now(130)
     except Exception as exc:  # noqa: BLE001 - last line of defence, see docstring
         if os.environ.get("MEM_DEBUG"):
             raise

@@ -262,6 +262,36 @@ def test_jsonl_lines_end_only_at_newlines(db_path, tmp_path, separator):
     assert "blue pot" in r.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["recall", "x", "--budget", "huge"], "'huge' is not one of"),
+        (["recall", "x", "--max-tokens", "1.5"], "--max-tokens"),
+        (["recall", "x", "--format", "JSON"], "--format"),
+        (["recall", "where", "is", "it"], "unexpected extra argument"),
+        (["recal", "x"], "No such command"),
+        (["retain", "--no-such-flag"], "--no-such-flag"),
+    ],
+)
+def test_a_usage_error_is_one_line(db_path, args, needle):
+    """The real process (typer's own error box is several lines of frame)."""
+    seeded(db_path)
+    proc = mem_process(db_path, *args, env={"COLUMNS": "80"})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    one_error_line(err.decode(), needle)
+    assert out == b""
+
+
+def test_help_and_a_clean_run_still_exit_zero(db_path):
+    seeded(db_path)
+    for args in (["recall", "--help"], ["--help"], ["recall", "blue pot"]):
+        proc = mem_process(db_path, *args)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert out and not err, err
+
+
 # -- finding 7: never modify a file that is not a mem store -----------------------------------
 
 
