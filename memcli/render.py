@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from memcli.blocks import memory_block, said_and_about
+from memcli.display import one_line, terminal_safe
 from memcli.recall.types import ARMS, Candidate, RecallResult
 from memcli.store import iso
 
@@ -25,7 +26,8 @@ def use_color(stream: Any = None) -> bool:
 def text_header(result: RecallResult) -> str:
     """The first line: what was asked and the reference time, so a model can tell past from
     future; the legend only when some memory carries both dates."""
-    head = f'Memories relevant to "{result.query}", as of {result.now.date().isoformat()}'
+    query = terminal_safe(one_line(result.query))
+    head = f'Memories relevant to "{query}", as of {result.now.date().isoformat()}'
     if any(memory_block(c.fact).startswith("[said ") for c in result.results):
         head += " (said: when it was said; about: the time it talks about)"
     return head + ":"
@@ -41,19 +43,22 @@ def to_text(result: RecallResult, decorate: bool = False, color: bool | None = N
         color = decorate and use_color()
     blocks = []
     for i, c in enumerate(result.results, start=1):
-        block = memory_block(c.fact)
+        block = terminal_safe(memory_block(c.fact))
         if decorate:
             mark = f"{i:>2}. ({c.final:.3f})"
             block = f"\x1b[2m{mark}\x1b[0m {block}" if color else f"{mark} {block}"
         blocks.append(block)
     out = text_header(result) + "\n\n" + "\n\n".join(blocks)
     if result.chunks:
-        out += "\n\n" + "\n\n".join(f"--- source chunk\n{ch['text']}" for ch in result.chunks)
+        out += "\n\n" + "\n\n".join(
+            f"--- source chunk\n{terminal_safe(ch['text'])}" for ch in result.chunks
+        )
     return out
 
 
 def to_markdown(result: RecallResult) -> str:
-    lines = [f"## Memories for: {result.query}", "", f"As of {result.now.date().isoformat()}.", ""]
+    query = one_line(result.query)
+    lines = [f"## Memories for: {query}", "", f"As of {result.now.date().isoformat()}.", ""]
     for c in result.results:
         f = c.fact
         who = f"**{f.context}:** " if f.context else ""
@@ -62,7 +67,7 @@ def to_markdown(result: RecallResult) -> str:
         lines += ["", "### Source chunks", ""]
         for ch in result.chunks:
             lines += ["```text", ch["text"], "```", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return terminal_safe("\n".join(lines).rstrip() + "\n")
 
 
 def candidate_json(c: Candidate) -> dict[str, Any]:
@@ -217,7 +222,7 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
     lines.append(
         "time (ms): " + ", ".join(f"{k} {v * 1000:.1f}" for k, v in result.timings.items())
     )
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))
 
 
 def sources_json(sources: dict[str, Any]) -> dict[str, Any]:

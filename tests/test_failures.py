@@ -292,6 +292,39 @@ def test_help_and_a_clean_run_still_exit_zero(db_path):
         assert out and not err, err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recall", "zebra"],
+        ["recall", "zebra", "--format", "md"],
+        ["recall", "zebra", "--trace"],
+        ["list"],
+        ["show", "1"],
+    ],
+)
+def test_stored_control_characters_never_reach_the_terminal(db_path, args):
+    """Anyone's text is stored; printed raw, ESC ] retitles the terminal, ESC [ moves the
+    cursor, U+202E reverses what is read. Text formats show them as escapes; JSON keeps
+    the stored text exact."""
+    text = "Zebra \x1b]0;pwned\x07 crossing \x1b[2J at noon \u202etxt.exe\x9b."
+    assert mem(db_path, "retain", text).exit_code == 0
+    r = mem(db_path, *args)
+    assert r.exit_code == 0, r.stderr
+    shown = r.stdout
+    for raw in ("\x1b", "\x07", "\u202e", "\x9b"):
+        assert raw not in shown, (raw, shown)
+    assert "Zebra \\x1b]0;pwned\\x07 crossing" in shown
+    r = mem(db_path, "recall", "zebra", "--format", "json")
+    assert json.loads(r.stdout)["results"][0]["text"] == text
+
+
+def test_a_query_with_a_line_break_keeps_the_header_one_line(db_path):
+    seeded(db_path)
+    r = mem(db_path, "recall", "spare\nkey")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith('Memories relevant to "spare key"')
+
+
 # -- finding 7: never modify a file that is not a mem store -----------------------------------
 
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from memcli.cliutil import TagsMatch, fail, info, load_embedder_or_fail, open_store, state
+from memcli.display import terminal_safe
 
 
 class Format(str, Enum):
@@ -113,7 +114,7 @@ def _fact_line(f: Any) -> str:
     if f.invalid_at is not None:
         by = f" by {f.superseded_by}" if f.superseded_by else ""
         line += f"  (corrected{by} at {iso(f.invalid_at)})"
-    return line
+    return terminal_safe(line)
 
 
 def _selection(**kw: Any):
@@ -196,7 +197,7 @@ def show(
         elif output is Format.jsonl:
             _write_lines(_dumps(s) for s in shown)
         else:
-            _write_lines("\n\n".join(_show_text(s) for s in shown).splitlines())
+            _write_lines(terminal_safe("\n\n".join(_show_text(s) for s in shown)).split("\n"))
 
 
 def _show_text(s: dict[str, Any]) -> str:

@@ -1,0 +1,24 @@
+"""Stored text as shown in the text formats: one light module (no numpy), for every command."""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls but newline and tab, and the bidirectional overrides: stored text is
+# anyone's, and a terminal obeys ESC ] (retitle, hyperlinks), ESC [ (cursor, colours) and the
+# rest; an override reorders what is read.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text output with every control character shown as an escape (ESC as \\x1b): JSON
+    output keeps the stored text exact, the text formats must not drive a terminal."""
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if m[0] < "\u0100" else f"\\u{ord(m[0]):04x}", text
+    )
+
+
+def one_line(text: str) -> str:
+    """Text shown inside one line (a query echoed in a header): its whitespace runs, line
+    breaks included, as one space."""
+    return " ".join(text.split())
