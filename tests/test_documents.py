@@ -280,3 +280,46 @@ def test_an_interrupted_call_counts_only_the_entities_and_links_it_keeps(store, 
     assert summary.interrupted and store.fact_count(store.require_bank("default")) == 3
     kept_entities = store.conn.execute("SELECT count(*) FROM entities").fetchone()[0]
     assert (summary.entities, summary.links) == (kept_entities, store.link_count())
+
+
+def test_a_replace_committed_while_recall_reads_is_not_mixed_in(db_path, embedder, monkeypatch):
+    """The arms read on two connections; a replace swapped in by another connection between
+    them (here: right after the keyword arm read the old version) must not leave the result
+    with the old version's hits and the new version's facts. Recall sees the commit and
+    reads again, so every hit it reports is a fact of one state: the new one."""
+    from memcli.recall import keyword, pipeline
+    from memcli.recall.types import RecallOptions
+
+    old = [
+        RetainItem(f"The lighthouse keeper logs storm {i} in the old ledger.", document_id="lh")
+        for i in range(4)
+    ]
+    new = [
+        RetainItem(f"The lighthouse keeper logs gale {i} in the new ledger.", document_id="lh")
+        for i in range(4)
+    ]
+    with Store(db_path) as store:
+        Retainer(store, "default", embedder).retain(old)
+    real_run = keyword.run
+    swaps = []
+
+    def keyword_then_a_replace(ctx):
+        hits = real_run(ctx)
+        if not swaps:  # another process swaps the new version in, once
+            with Store(db_path) as other:
+                Retainer(other, "default", embedder).retain(new)
+            swaps.append(True)
+        return hits
+
+    monkeypatch.setattr(keyword, "run", keyword_then_a_replace)
+    with Store(db_path) as store:
+        result = pipeline.recall(
+            store, "default", "lighthouse keeper ledger", RecallOptions(), embedder=embedder
+        )
+        live = {f.id for f in store.facts_by_id(range(1, 100)).values()}
+    assert swaps
+    texts = [c.fact.text for c in result.results]
+    assert texts and all("new ledger" in t for t in texts), texts
+    for name, arm in result.arms.items():
+        assert {h.fact_id for h in arm.hits} <= live, name  # no hit from the old version
+    assert len(result.arms["keyword"].hits) == 4

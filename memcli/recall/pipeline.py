@@ -9,7 +9,7 @@ GIL inside SQLite).
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from memcli import tokens
@@ -52,6 +52,11 @@ def validate(options: RecallOptions) -> None:
             raise RecallError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
 
 
+# Recalls redone when another process commits while the arms read on several connections;
+# the last try reads everything on one connection in one read transaction.
+SPREAD_TRIES = 2
+
+
 def recall(
     store: Store,
     bank: str,
@@ -63,8 +68,38 @@ def recall(
     settings: RecallSettings | None = None,
 ) -> RecallResult:
     """Run the whole pipeline for one query. `embedder` may be a zero-argument callable that
-    returns the embedder, so a keyword-only recall never loads a model."""
+    returns the embedder, so a keyword-only recall never loads a model.
+
+    The arms read on two connections at once, each its own read, so a commit by another
+    process between them (a document's replace swapped in) would mix two states of the
+    store: one arm's hits from the old version, the facts read from the new. The store's
+    data version before and after tells; a recall that saw a commit is done again, and after
+    SPREAD_TRIES on one connection inside one read transaction."""
     validate(options)
+    args = (store, bank, query, options)
+    kw = {"embedder": embedder, "reranker": reranker, "settings": settings}
+    for _ in range(SPREAD_TRIES):
+        before = store.data_version()
+        result = _recall_once(*args, **kw, spread=True)
+        if store.data_version() == before:
+            return result
+    with store.snapshot():
+        return _recall_once(*args, **kw, spread=False)
+
+
+def _recall_once(
+    store: Store,
+    bank: str,
+    query: str,
+    options: RecallOptions,
+    *,
+    embedder: Any,
+    reranker: Any | None,
+    settings: RecallSettings | None,
+    spread: bool,
+) -> RecallResult:
+    """One run of the pipeline; `spread`: the keyword and graph arms on connections of their
+    own (in parallel), else all on the store's connection."""
     settings = settings or RecallSettings()
     if not query or not query.strip():
         raise RecallError("empty query")
@@ -99,9 +134,17 @@ def recall(
     needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.has_vectors()
     model: Any = None
     with ThreadPoolExecutor(max_workers=2) as pool:
+
+        def start(fn, *args) -> Any:
+            if spread:
+                return pool.submit(_on_own_connection, store, ctx, timed, fn, *args)
+            done: Future = Future()
+            done.set_result(timed(fn, ctx, *args))
+            return done
+
         keyword_future = None
         if "keyword" in wanted:
-            keyword_future = pool.submit(_on_own_connection, store, ctx, timed, keyword.run)
+            keyword_future = start(keyword.run)
         if needs_vector:
             # The semantic arm's scan of the bank's vectors (~25 ms at 100k facts), read
             # while the model may still be loading in the background (models/preload.py).
@@ -131,7 +174,7 @@ def recall(
         # the whole scan again in every new process: ~35 ms at 100k facts).
         graph_future = None
         if "graph" in wanted:
-            graph_future = pool.submit(_on_own_connection, store, ctx, timed, graph.run, sem)
+            graph_future = start(graph.run, sem)
         if "temporal" in wanted:
             arms["temporal"] = timed(temporal.run, ctx)
         if graph_future is not None:

@@ -306,6 +306,13 @@ class StoreBase:
     # The name retain and bench used before atomic() existed.
     write = atomic
 
+    def data_version(self) -> int:
+        """A number that changes whenever another connection commits to the file (PRAGMA
+        data_version): equal readings before and after reads made on several connections
+        mean every one of them saw the same state."""
+        with self._translated():
+            return self.conn.execute("PRAGMA data_version").fetchone()[0]
+
     @contextmanager
     def snapshot(self) -> Iterator[apsw.Connection]:
         """A read transaction: every query inside sees one consistent state of the file."""
