@@ -45,7 +45,26 @@ def _ids(ids: list[int], more: bool) -> str:
     return f"{word} " + ", ".join(str(i) for i in ids) + (", ..." if more else "")
 
 
-def store_checks(store: Any) -> list[Check]:
+def fts_check(store: Any) -> Check:
+    """FTS5's integrity-check. It is spelled as an INSERT, so it takes the write lock: in its
+    own transaction it waits for a retain that holds the lock (inside a read transaction it
+    would fail at once with "database is locked")."""
+    if store.readonly:
+        # FTS5 runs its check only on a writable connection (it writes nothing).
+        return Check(
+            "fts5 integrity-check",
+            SKIP,
+            "store opened read-only (cannot be written, or "
+            "it needs a schema upgrade: any writing mem command does it)",
+        )
+    fts_error = store.fts_integrity_error()
+    if fts_error is None:
+        return Check("fts5 integrity-check", OK, "fact_fts index matches its rows")
+    return Check("fts5 integrity-check", FAIL, f"fact_fts: {fts_error}")
+
+
+def store_checks(store: Any, fts: Check) -> list[Check]:
+    """The store's checks, read in one snapshot; `fts` is fts_check's, made before it."""
     out: list[Check] = []
     problems = store.quick_check()
     if problems == ["ok"]:
@@ -58,23 +77,7 @@ def store_checks(store: Any) -> list[Check]:
         if fk == 0
         else Check("foreign keys", FAIL, f"{fk} rows reference missing rows")
     )
-    if store.readonly:
-        # FTS5 runs its check only on a writable connection (it writes nothing).
-        out.append(
-            Check(
-                "fts5 integrity-check",
-                SKIP,
-                "store opened read-only (cannot be written, or "
-                "it needs a schema upgrade: any writing mem command does it)",
-            )
-        )
-    else:
-        fts_error = store.fts_integrity_error()
-        out.append(
-            Check("fts5 integrity-check", OK, "fact_fts index matches its rows")
-            if fts_error is None
-            else Check("fts5 integrity-check", FAIL, f"fact_fts: {fts_error}")
-        )
+    out.append(fts)
 
     counts = store.index_counts()
     bad = store.index_mismatches()
@@ -267,9 +270,13 @@ def run(
         if store is not None:
             if progress:
                 progress("checking the store")
-            with store.snapshot():
-                checks += store_checks(store)
-                checks += embedder_checks(store, embedder_override)
+            try:
+                fts = fts_check(store)
+                with store.snapshot():
+                    checks += store_checks(store, fts)
+                    checks += embedder_checks(store, embedder_override)
+            except StoreError as exc:  # a damaged file: say so, and go on with the rest
+                checks.append(Check("store", FAIL, f"{exc} (its checks could not finish)"))
         if progress:
             progress("hashing the model cache")
         checks += model_cache_checks()

@@ -105,3 +105,43 @@ def test_no_store_yet_is_not_a_failure(tmp_path):
     assert code == 0
     assert by_name(obj)["store"]["status"] == "skip"
     assert not (tmp_path / "none.db").exists()  # the doctor creates nothing
+
+
+def test_a_writer_holding_the_lock_is_waited_for_not_reported(db_path):
+    """A retain running beside doctor holds the write lock; FTS5's check needs it, and
+    inside doctor's read snapshot it failed at once with "database is locked"."""
+    import threading
+    import time
+
+    make_store(db_path)
+    writer = raw(db_path)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO meta(key, value) VALUES ('held', '1')")
+    # Commit only after doctor has begun to wait (its checks before FTS take ~ms).
+    release = threading.Timer(1.0, lambda: writer.execute("COMMIT"))
+    release.start()
+    try:
+        t0 = time.monotonic()
+        code, obj = checks(db_path)
+    finally:
+        release.join()
+        writer.close()
+    assert by_name(obj)["fts5 integrity-check"]["status"] == "ok", obj
+    assert code == 0
+    assert time.monotonic() - t0 >= 0.9  # it waited for the writer
+
+
+def test_a_damaged_file_is_reported_among_the_checks(db_path, tmp_path):
+    make_store(db_path)
+    for i in range(200):
+        assert mem(db_path, "retain", f"Filler memory number {i} about the shed.").exit_code == 0
+    data = bytearray(db_path.read_bytes())
+    data[50_000:58_000] = b"\xde\xad" * 4000  # pages of the file overwritten, header intact
+    db_path.write_bytes(bytes(data))
+    for p in db_path.parent.glob(db_path.name + "-*"):
+        p.unlink()
+    r = mem(db_path, "doctor")
+    assert r.exit_code == 1
+    assert "FAIL" in r.stdout, r.stdout + r.stderr
+    assert "tiktoken offline" in r.stdout  # the checks after the store's still ran
+    assert "Traceback" not in r.stdout + r.stderr

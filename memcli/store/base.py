@@ -250,6 +250,8 @@ class StoreBase:
             raise StoreFull(f"disk full writing {self.path}; nothing was written") from exc
         except (apsw.ReadOnlyError, apsw.PermissionsError) as exc:
             raise StoreReadOnly(f"{self.path} cannot be written: {exc}") from exc
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            raise StoreError(f"{self.path} is damaged: {exc} (`mem doctor` checks it)") from exc
         except apsw.IOError as exc:
             # A write refused for lack of space (or past the file size limit) is an I/O
             # error to SQLite; the OS's errno says which.

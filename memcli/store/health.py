@@ -12,6 +12,8 @@ from typing import Any
 
 import apsw
 
+from memcli.store.types import StoreError
+
 
 class HealthMixin:
     conn: Any
@@ -27,8 +29,9 @@ class HealthMixin:
         """FTS5's own integrity-check of fact_fts (its index against its stored rows); None
         when it passes. The command is spelled as an INSERT but changes nothing."""
         try:
-            self.conn.execute("INSERT INTO fact_fts(fact_fts) VALUES('integrity-check')")
-        except apsw.Error as exc:
+            with self.atomic():  # the write lock, waited for as any writer waits
+                self.conn.execute("INSERT INTO fact_fts(fact_fts) VALUES('integrity-check')")
+        except (apsw.Error, StoreError) as exc:
             return str(exc)
         return None
 
