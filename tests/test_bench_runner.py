@@ -234,3 +234,26 @@ def test_command_prints_table_and_writes_json(dataset, embedder, tmp_path):
     assert bad.exit_code == 2
     typo = CliRunner().invoke(make_app(), ["--dataset", str(dataset), "--setting", "rrfk=30"])
     assert typo.exit_code == 2 and "unknown recall setting" in typo.output
+
+
+def test_a_lone_surrogate_fails_before_the_run_and_keeps_the_old_report(tmp_path):
+    """A question's "\\ud800" escape passed the reader and failed at the end (the report
+    could not be encoded), after --out had already truncated the previous report."""
+    dataset = tmp_path / "broken.jsonl"
+    rows = [
+        {
+            "type": "item",
+            "case": "c",
+            "id": "m1",
+            "text": "The key is here.",
+            "timestamp": "2024-01-01",
+        },
+        {"type": "question", "case": "c", "id": "q1", "query": "where? \ud800", "gold": ["m1"]},
+    ]
+    dataset.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "report.json"
+    out.write_text('{"kept": true}')
+    result = CliRunner().invoke(make_app(), ["--dataset", str(dataset), "--out", str(out)])
+    assert result.exit_code == 1
+    assert "lone surrogate" in result.output and "q1" in result.output
+    assert out.read_text() == '{"kept": true}'

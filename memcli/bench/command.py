@@ -301,8 +301,11 @@ def bench(
     typer.echo(format_table(summary), nl=False)
     if out is not None:
         try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(to_json(summary), encoding="utf-8")
+            from memcli.models.convert import write_atomically
+
+            # Beside the old report until the new one is whole: a failed write keeps it.
+            report = to_json(summary).encode("utf-8")
+            write_atomically(out, lambda tmp: tmp.write_bytes(report))
         except OSError as exc:
             fail(f"cannot write {out}: {exc.strerror or exc}")
         typer.echo(f"mem bench: report written to {out}", err=True)

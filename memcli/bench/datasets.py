@@ -603,8 +603,25 @@ def read_jsonl(path: str | Path) -> list[BenchCase]:
 def iter_dataset(path: str | Path, fmt: str) -> Iterator[BenchCase]:
     """Yield cases lazily where the format allows it (LongMemEval), so big splits stream."""
     if fmt == "longmemeval":
-        return iter_longmemeval(path)
-    return iter(read_dataset(path, fmt))
+        return _checked(iter_longmemeval(path))
+    return _checked(iter(read_dataset(path, fmt)))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _checked(cases: Iterator[BenchCase]) -> Iterator[BenchCase]:
+    """Each case as read, refused (ValueError) when a text holds a lone surrogate: JSON's
+    "\\ud800" escape reads as one, and nothing can store, print or report it (found at the
+    end, it cost the whole run and its report)."""
+    for case in cases:
+        texts = [(f"item {i.id!r}", i.text) for i in case.items]
+        texts += [(f"question {q.id!r}", q.query) for q in case.questions]
+        texts += [(f"question {q.id!r} answer", q.answer or "") for q in case.questions]
+        for what, text in texts:
+            if _SURROGATE.search(text):
+                raise ValueError(f"case {case.id!r} {what} contains a lone surrogate")
+        yield case
 
 
 def read_dataset(path: str | Path, fmt: str) -> list[BenchCase]:
