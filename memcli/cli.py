@@ -438,7 +438,13 @@ def recall(
         if body:
             typer.echo(body)
     if not result.results:
-        info("no memories matched")
+        # Candidates but none kept: the budget (or --min-score) cut them, not the query.
+        info(
+            "no memories matched"
+            if not result.ranked
+            else f"{len(result.ranked)} memories matched but none fit --max-tokens "
+            f"{result.max_tokens} or --min-score"
+        )
     if trace:
         typer.echo("")
         typer.echo(render.to_trace_table(result))

@@ -255,3 +255,13 @@ def _committed(db: Path) -> int:
             conn.close()
     except apsw.Error:
         return 0  # not created yet, or no schema yet
+
+
+def test_a_budget_too_small_says_so_instead_of_no_match(db_path):
+    assert mem(db_path, "retain", "The spare key is under the blue pot by the door.").exit_code == 0
+    r = mem(db_path, "recall", "spare key", "--max-tokens", "3")
+    assert r.exit_code == 0
+    assert r.stdout == ""
+    assert "matched but none fit --max-tokens 3" in r.stderr
+    r = mem(db_path, "recall", "zzzqqq", "--arms", "keyword")
+    assert "no memories matched" in r.stderr
