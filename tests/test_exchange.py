@@ -155,6 +155,52 @@ def test_export_to_file_and_unknown_bank(source: Path, tmp_path: Path) -> None:
     one_line_error(mem(source, "export", "--bank", "nope"), "unknown bank 'nope'")
 
 
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])
+def test_export_never_writes_over_the_store(source: Path, suffix: str) -> None:
+    before = table_counts(source)
+    one_line_error(mem(source, "export", "-o", f"{source}{suffix}"), "store's own file")
+    assert table_counts(source) == before
+    assert ok(mem(source, "list"))
+
+
+def test_export_refuses_another_sqlite_file(source: Path, target: Path) -> None:
+    before = target.read_bytes()
+    one_line_error(mem(source, "export", "-o", str(target)), "SQLite database")
+    assert target.read_bytes() == before
+
+
+def test_export_through_a_symlink_keeps_the_link(source: Path, tmp_path: Path) -> None:
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    ok(mem(source, "export", "-o", str(link)))
+    assert link.is_symlink() and link.read_text() == ok(mem(source, "export"))
+
+
+def test_export_file_is_private_and_dash_is_stdout(source: Path, tmp_path: Path) -> None:
+    out = tmp_path / "new.jsonl"
+    ok(mem(source, "export", "-o", str(out)))
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert ok(mem(source, "export", "-o", "-")) == out.read_text()
+    assert not (Path.cwd() / "-").exists()
+
+
+def test_export_into_a_fifo_is_read_by_its_reader(source: Path, tmp_path: Path) -> None:
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    ok(mem(source, "export", "-o", str(fifo)))
+    reader.join(timeout=30)
+    assert fifo.exists() and not fifo.is_file()
+    assert got == [ok(mem(source, "export"))]
+
+
 def _banks(db: Path) -> list[str]:
     with Store(db) as s:
         return s.bank_names()

@@ -72,6 +72,27 @@ def _stdout_pipe() -> Iterator[None]:
         raise typer.Exit(0) from None
 
 
+def _export_target(output_file: Path, store_path: Path) -> Path:
+    """Where an export goes: a symlink's target (the link stays). Refused (one-line error)
+    for the store itself or its -wal/-shm/-journal, and for any other SQLite file: renaming
+    the export over it would destroy a database."""
+    if not output_file.name:
+        fail(f"cannot write {output_file!s}: not a file name")
+    target = output_file.resolve()
+    store = store_path.resolve()
+    if target in {store, *(Path(f"{store}{suffix}") for suffix in ("-wal", "-shm", "-journal"))}:
+        fail(f"refusing to export into the store's own file {output_file}")
+    if target.is_file():
+        try:
+            with open(target, "rb") as fh:
+                is_sqlite = fh.read(16) == b"SQLite format 3\x00"
+        except OSError:
+            is_sqlite = False
+        if is_sqlite:
+            fail(f"refusing to overwrite {output_file}: it is an SQLite database")
+    return target
+
+
 def _write_lines(lines: Iterable[str]) -> None:
     out = sys.stdout
     for line in lines:
@@ -424,16 +445,29 @@ def export(
         with _errors():
             header, lines = exchange.export_lines(store, name, with_vectors=with_vectors)
             total = header["counts"]["facts"]
-            if output_file is None:
+            if output_file is not None and str(output_file) == "-":
+                output_file = None  # as `mem import -` reads stdin
+            target = None if output_file is None else _export_target(output_file, store.path)
+            if target is None:
                 with _stdout_pipe(), progress_mod.bar(total, "exporting") as advance:
                     _write_export(sys.stdout, lines, advance)
-            else:
-                tmp = output_file.with_name(f".{output_file.name}.{os.getpid()}.tmp")
+            elif not target.is_file() and target.exists():
+                # A FIFO, a device, /dev/stdout: written into, never renamed over.
                 try:
-                    with open(tmp, "w", encoding="utf-8") as fh:
+                    with open(target, "w", encoding="utf-8") as fh:
                         with progress_mod.bar(total, "exporting") as advance:
                             _write_export(fh, lines, advance)
-                    os.replace(tmp, output_file)
+                except OSError as exc:
+                    fail(f"cannot write {output_file}: {exc.strerror or exc}")
+            else:
+                tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+                try:
+                    # Private as the store is: an export holds every memory.
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with open(fd, "w", encoding="utf-8") as fh:
+                        with progress_mod.bar(total, "exporting") as advance:
+                            _write_export(fh, lines, advance)
+                    os.replace(tmp, target)
                     tmp = None
                 except OSError as exc:
                     fail(f"cannot write {output_file}: {exc.strerror or exc}")
