@@ -76,20 +76,16 @@ def _export_target(output_file: Path, store_path: Path) -> Path:
     """Where an export goes: a symlink's target (the link stays). Refused (one-line error)
     for the store itself or its -wal/-shm/-journal, and for any other SQLite file: renaming
     the export over it would destroy a database."""
+    from memcli.store import is_sqlite_file
+
     if not output_file.name:
         fail(f"cannot write {output_file!s}: not a file name")
     target = output_file.resolve()
     store = store_path.resolve()
     if target in {store, *(Path(f"{store}{suffix}") for suffix in ("-wal", "-shm", "-journal"))}:
         fail(f"refusing to export into the store's own file {output_file}")
-    if target.is_file():
-        try:
-            with open(target, "rb") as fh:
-                is_sqlite = fh.read(16) == b"SQLite format 3\x00"
-        except OSError:
-            is_sqlite = False
-        if is_sqlite:
-            fail(f"refusing to overwrite {output_file}: it is an SQLite database")
+    if is_sqlite_file(target):
+        fail(f"refusing to overwrite {output_file}: it is an SQLite database")
     return target
 
 

@@ -8,7 +8,7 @@ rest of mem uses. Opening never modifies a file that is not a mem store (base.py
 from __future__ import annotations
 
 from memcli.store.banks import BanksMixin, check_bank_name
-from memcli.store.base import StoreBase
+from memcli.store.base import StoreBase, is_sqlite_file
 from memcli.store.documents import DocumentsMixin
 from memcli.store.entities import EntitiesMixin
 from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsMixin
@@ -65,6 +65,7 @@ __all__ = [
     "StoreReadOnly",
     "check_bank_name",
     "content_hash",
+    "is_sqlite_file",
     "iso",
     "parse_iso",
 ]

@@ -52,6 +52,20 @@ def _connect(path: Path, flags: int) -> apsw.Connection:
     return conn
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def is_sqlite_file(path: Path) -> bool:
+    """Whether path is a readable regular file that starts as an SQLite database does."""
+    if not path.is_file():  # never open a FIFO or device: that could block or consume
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
 def inspect_file(path: Path) -> int | None:
     """The schema version of the mem store at path, or None when nothing is there.
     Raises StoreError, touching nothing, for anything that is not a mem store."""
@@ -66,7 +80,7 @@ def inspect_file(path: Path) -> int | None:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if not header:
         raise StoreError(f"{path} is an empty file, not a mem store (left untouched)")
-    if header[:16] != b"SQLite format 3\x00":
+    if header[:16] != SQLITE_MAGIC:
         raise StoreError(f"{path} is not an SQLite database (left untouched)")
     # The application id (header offset 68) is set when a store is created and never
     # changes, so another application's id settles it without opening the file.
