@@ -24,12 +24,14 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import apsw
 
 from memcli.lifecycle import LifecycleError, embedding_text
-from memcli.store import SCHEMA_VERSION, Store, check_bank_name
+from memcli.retain import RetainError, check_json_value, has_visible_text
+from memcli.store import FACT_TYPES, LINK_KINDS, SCHEMA_VERSION, Store, check_bank_name, iso
 
 FORMAT = "mem-export"
 FORMAT_VERSION = 1
@@ -166,6 +168,15 @@ def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
         h["bank"].get("created_at"), str
     ):
         raise src.error("names no bank")
+    if not is_stored_time(h["bank"]["created_at"]):
+        raise src.error(f"has a bad bank 'created_at': {h['bank']['created_at']!r:.40}")
+    for table, span in h["ids"].items():
+        if span is not None and (
+            not isinstance(span, list)
+            or len(span) != 2
+            or not all(isinstance(x, int) and 1 <= x <= _MAX_INT for x in span)
+        ):
+            raise src.error(f"has a bad id range for {table!r}: {span!r:.40}")
     v = h.get("vectors")
     if v is not None and (
         not isinstance(v, dict)
@@ -196,13 +207,74 @@ _REQUIRED: dict[str, dict[str, tuple[type, ...]]] = {
 }  # fmt: skip
 
 
+# Every time in the file is in the store's form: naive UTC to the second.
+_TIME_KEYS = {
+    "document": ("created_at",),
+    "entity": ("first_seen", "last_seen"),
+    "fact": ("mentioned_at", "occurred_start", "occurred_end", "event_time", "created_at",
+             "valid_from", "invalid_at"),
+}  # fmt: skip
+_STRING_LISTS = {"entity": ("aliases", "keys"), "fact": ("tags",)}
+# Text that must show something (what retain refuses when it is empty or only control chars).
+_VISIBLE = {"document": ("external_id",), "chunk": ("text",), "entity": ("name",),
+            "fact": ("text",)}  # fmt: skip
+_OPTIONAL = {"fact": ("vector",)}
+_MAX_INT = 2**63 - 1  # SQLite's INTEGER
+
+
+def is_stored_time(value: str) -> bool:
+    """True for a time in the store's form (what `iso` writes): naive UTC, to the second."""
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return when.tzinfo is None and iso(when) == value
+
+
 def _check_record(rec: dict[str, Any], kind: str, src: _Line) -> None:
-    for key, types in _REQUIRED[kind].items():
+    """Every key and value of one record, before it is stored: a file that passes stores
+    only rows that retain could have written (the rest of mem reads them without checks)."""
+    required = _REQUIRED[kind]
+    for key, types in required.items():
         if key not in rec:
             raise src.error(f"({kind}) has no {key!r}")
         value = rec[key]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise src.error(f"({kind}) has a bad {key!r}: {value!r:.40}")
+    for key in rec:
+        if key != "kind" and key not in required and key not in _OPTIONAL.get(kind, ()):
+            raise src.error(f"({kind}) has an unknown key {key!r}: not part of a mem export")
+
+    def bad(key: str, why: str) -> LifecycleError:
+        return src.error(f"({kind}) has a bad {key!r}: {why}")
+
+    for key, value in rec.items():
+        try:  # strings (a lone surrogate, a NUL) and numbers (NaN, Infinity), nested too
+            check_json_value(value, repr(key))
+        except RetainError as exc:
+            raise src.error(f"({kind}) {exc}") from None
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not (1 if key == "id" else 0) <= value <= _MAX_INT:
+                raise bad(key, f"{value} is out of range")
+    for key in _TIME_KEYS.get(kind, ()):
+        if rec[key] is not None and not is_stored_time(rec[key]):
+            raise bad(key, f"{rec[key]!r:.40} is not a UTC time like 2024-03-02T10:00:00")
+    for key in _STRING_LISTS.get(kind, ()):
+        if not all(isinstance(x, str) for x in rec[key]):
+            raise bad(key, "not a list of strings")
+    for key in _VISIBLE.get(kind, ()):
+        if not has_visible_text(rec[key]):
+            raise bad(key, "empty or only control characters")
+    if kind == "fact":
+        if rec["fact_type"] not in FACT_TYPES:
+            raise bad("fact_type", f"{rec['fact_type']!r:.40} (mem knows {', '.join(FACT_TYPES)})")
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in rec["entities"]):
+            raise bad("entities", "not a list of entity ids")
+        start, end = rec["occurred_start"], rec["occurred_end"]
+        if end is not None and (start is None or end < start):
+            raise bad("occurred_end", "ends before the period starts")
+    elif kind == "link" and rec["link"] not in LINK_KINDS:
+        raise bad("link", f"{rec['link']!r:.40} (mem knows {', '.join(LINK_KINDS)})")
 
 
 def import_lines(
@@ -263,12 +335,6 @@ def import_lines(
             if span is None:
                 shift[table] = 0
                 continue
-            if (
-                not isinstance(span, list)
-                or len(span) != 2
-                or not all(isinstance(x, int) for x in span)
-            ):
-                raise src.error(f"header: bad id range for {table}")
             if store.ids_taken(table, span[0], span[1]):
                 shift[table] = store.max_id(table) - span[0] + 1
                 renumbered.append(table)
@@ -360,6 +426,12 @@ def import_lines(
                     rec["chunk_id"] = opt(rec["chunk_id"], c)
                     rec["superseded_by"] = opt(rec["superseded_by"], f)
                     ents = [x + e for x in rec["entities"]]
+                    missing = [x for x, y in zip(rec["entities"], ents) if y not in spellings]
+                    if missing:
+                        raise src.error(
+                            f"(fact) has a bad 'entities': entity {missing[0]} is not among the "
+                            "entity records before it"
+                        )
                     if use_file_vectors:
                         blob = _vector(rec, dim, src)
                         ensure_vector_table(vec_name, vec_fp, dim)

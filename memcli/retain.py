@@ -20,6 +20,7 @@ What a retain call promises:
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import unicodedata
@@ -115,7 +116,8 @@ def guess_fact_type(text: str) -> str:
 # -- validation ---------------------------------------------------------------------------
 
 
-def _check_string(value: str, what: str) -> None:
+def check_string(value: str, what: str) -> None:
+    """Raise RetainError for text SQLite and JSON cannot hold: a lone surrogate or a NUL."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -127,16 +129,20 @@ def _check_string(value: str, what: str) -> None:
         raise RetainError(f"{what} contains a NUL character")
 
 
-def _check_json_value(value: Any, what: str) -> None:
+def check_json_value(value: Any, what: str) -> None:
+    """Raise RetainError for a value that is not plain JSON: a bad string, a non-string
+    key, or a number JSON cannot write (NaN, Infinity, 1e400 read as infinity)."""
     if isinstance(value, str):
-        _check_string(value, what)
+        check_string(value, what)
     elif isinstance(value, dict):
         for key, inner in value.items():
-            _check_string(str(key), f"{what} key")
-            _check_json_value(inner, f"{what}.{key}")
+            check_string(str(key), f"{what} key")
+            check_json_value(inner, f"{what}.{key}")
     elif isinstance(value, list):
         for inner in value:
-            _check_json_value(inner, what)
+            check_json_value(inner, what)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise RetainError(f"{what} holds {value}, a number JSON cannot hold")
     elif value is not None and not isinstance(value, (bool, int, float)):
         raise RetainError(f"{what} holds a {type(value).__name__}, not JSON")
 
@@ -151,7 +157,7 @@ def check_item(item: RetainItem) -> RetainItem:
     naive UTC (the store's form). Pure: called for every item before the first write."""
     if not isinstance(item.text, str):
         raise RetainError("text must be a string")
-    _check_string(item.text, "text")
+    check_string(item.text, "text")
     if not has_visible_text(item.text):
         raise RetainError("text is empty or only control characters")
     for name in ("source_id", "context", "document_id"):
@@ -159,7 +165,7 @@ def check_item(item: RetainItem) -> RetainItem:
         if value is not None:
             if not isinstance(value, str):
                 raise RetainError(f"{name} must be a string")
-            _check_string(value, name)
+            check_string(value, name)
     if item.context is not None and not has_visible_text(item.context):
         item.context = None
     if item.document_id is not None and not item.document_id.strip():
@@ -167,12 +173,12 @@ def check_item(item: RetainItem) -> RetainItem:
     if not isinstance(item.tags, list) or not all(isinstance(t, str) for t in item.tags):
         raise RetainError("tags must be a list of strings")
     for tag in item.tags:
-        _check_string(tag, "tag")
+        check_string(tag, "tag")
     if item.fact_type is not None and item.fact_type not in FACT_TYPES:
         raise RetainError(f"unknown type {item.fact_type!r} (use {', '.join(FACT_TYPES)})")
     if not isinstance(item.metadata, dict):
         raise RetainError("metadata must be an object")
-    _check_json_value(item.metadata, "metadata")
+    check_json_value(item.metadata, "metadata")
     if item.timestamp is not None:
         if not isinstance(item.timestamp, datetime):
             raise RetainError("timestamp must be a datetime")

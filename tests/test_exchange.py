@@ -238,9 +238,12 @@ def test_wrong_kind_of_line_changes_nothing(source: Path, target: Path) -> None:
     _bad_import(target, retain_line, "line 1", "retain input")
     recall_out = ok(mem(source, "recall", "Biscuit", "--format", "json"))
     _bad_import(target, recall_out, "recall output")
-    # A fact line before the documents it needs: the order is part of the format.
-    facts = [x for x in lines if x.startswith('{"kind":"fact"')]
-    _bad_import(target, "".join(lines[:1] + facts[:1] + lines[1:]), "comes after")
+    # A link line before the documents: the order is part of the format.
+    links = [x for x in lines if x.startswith('{"kind":"link"')]
+    _bad_import(target, "".join(lines[:1] + links[:1] + lines[1:]), "comes after")
+    # A fact before the entities it names.
+    facts = [x for x in lines if x.startswith('{"kind":"fact"') and '"entities":[]' not in x]
+    _bad_import(target, "".join(lines[:1] + facts[:1] + lines[1:]), "entity", "before it")
     bad_field = lines[:]
     i = next(i for i, x in enumerate(lines) if x.startswith('{"kind":"fact"'))
     rec = json.loads(lines[i])
@@ -309,3 +312,73 @@ def test_not_utf8_and_missing_file(tmp_path: Path, target: Path) -> None:
     bad.write_bytes(b'{"kind":"header"\xff}\n')
     one_line_error(mem(target, "import", str(bad)), "UTF-8")
     one_line_error(mem(target, "import", str(tmp_path / "missing.jsonl")), "cannot read")
+
+
+INF = float("inf")
+# (kind, key, bad value, what the error names): each value has the right JSON type or is
+# JSON that Python's reader accepts (NaN, Infinity, 1e400, a lone surrogate escape), so
+# only a check of the value itself refuses it; each was stored before and broke `list`,
+# `show` or recall later, or crashed the import with a traceback.
+BAD_VALUES = [
+    ("fact", "mentioned_at", "garbage", "mentioned_at"),
+    ("fact", "occurred_start", "2024-13-45T00:00:00", "occurred_start"),
+    ("fact", "event_time", "2024-03-02T10:00:00+02:00", "event_time"),
+    ("fact", "created_at", "", "created_at"),
+    ("fact", "tags", [1], "tags"),
+    ("fact", "tags", ["\ud800"], "tags"),
+    ("fact", "text", "", "text"),
+    ("fact", "text", "\x00", "text"),
+    ("fact", "text", "\x01\x02 ", "text"),
+    ("fact", "text", "ok\ud800", "text"),
+    ("fact", "context", "a\x00b", "context"),
+    ("fact", "fact_type", "dream", "fact_type"),
+    ("fact", "entities", [999], "entities"),
+    ("fact", "entities", ["x"], "entities"),
+    ("fact", "metadata", {"x": INF}, "metadata"),
+    ("fact", "metadata", {"x": [float("nan")]}, "metadata"),
+    ("fact", "id", 10**24, "id"),
+    ("fact", "id", -3, "id"),
+    ("fact", "proof_count", -1, "proof_count"),
+    ("fact", "colour", "red", "colour"),
+    ("entity", "name", " ", "name"),
+    ("entity", "aliases", [3], "aliases"),
+    ("entity", "keys", ["\ud800"], "keys"),
+    ("entity", "mention_count", -5, "mention_count"),
+    ("entity", "last_seen", "soon", "last_seen"),
+    ("document", "external_id", "", "external_id"),
+    ("document", "created_at", "2024-02-30T00:00:00", "created_at"),
+    ("chunk", "text", "x\x00y", "text"),
+    ("link", "weight", float("nan"), "weight"),
+    ("link", "weight", INF, "weight"),
+    ("link", "link", "friendship", "link"),
+    ("link", "from", 10**30, "from"),
+]
+
+
+def _with_value(lines: list[str], kind: str, key: str, value) -> tuple[str, int]:
+    i = next(i for i, x in enumerate(lines) if json.loads(x)["kind"] == kind)
+    rec = json.loads(lines[i])
+    rec[key] = value
+    changed = lines[:]
+    changed[i] = json.dumps(rec) + "\n"  # ensure_ascii: a surrogate goes in as \\ud800
+    return "".join(changed), i + 1
+
+
+@pytest.mark.parametrize(("kind", "key", "value", "named"), BAD_VALUES)
+def test_bad_field_value_is_refused_before_anything_is_stored(
+    source: Path, target: Path, kind: str, key: str, value, named: str
+) -> None:
+    lines = ok(mem(source, "export")).splitlines(keepends=True)
+    text, number = _with_value(lines, kind, key, value)
+    _bad_import(target, text, f"line {number}", repr(named))
+    ok(mem(target, "--bank", "other", "list"))
+
+
+def test_header_values_are_checked(source: Path, target: Path) -> None:
+    lines = ok(mem(source, "export")).splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["bank"]["created_at"] = "yesterday"
+    _bad_import(target, json.dumps(header) + "\n" + "".join(lines[1:]), "line 1", "created_at")
+    header = json.loads(lines[0])
+    header["ids"]["facts"] = [1, 10**40]
+    _bad_import(target, json.dumps(header) + "\n" + "".join(lines[1:]), "line 1", "facts")

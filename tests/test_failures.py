@@ -87,6 +87,10 @@ def test_a_lone_surrogate_on_line_100_writes_nothing(db_path, tmp_path):
         ({"text": "fine", "document_id": {"a": 1}}, "document_id"),
         ({"text": "fine", "colour": "red"}, "colour"),
         ({"text": 12}, "text"),
+        # json.dumps writes these as Infinity and NaN, which are not JSON: `show --format
+        # json` and export would print them so.
+        ({"text": "fine", "metadata": {"ratio": float("inf")}}, "metadata"),
+        ({"text": "fine", "metadata": {"a": [float("nan")]}}, "metadata"),
     ],
 )
 def test_every_field_is_checked_before_writing(db_path, tmp_path, row, needle):
