@@ -12,7 +12,9 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +42,23 @@ def check_gguf_file(path: Path, what: str) -> None:
         raise ModelError(f"{what} is not a GGUF model file: {path}")
 
 
+# GGUF general.file_type of weights that are not quantized: F32, F16, BF16.
+UNQUANTIZED_FILE_TYPES = ("0", "1", "32")
+
+
+@lru_cache(maxsize=1)
+def cpu_has_amx() -> bool:
+    """Whether the CPU reports Intel AMX (Linux: /proc/cpuinfo's flags)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "amx_tile" in line.split()
+    except OSError:
+        pass
+    return False
+
+
 # One thread decodes as fast as two for MiniLM-sized models (measured on 2 cores), and it
 # leaves the other core to the keyword arm; llama.cpp's spinning threads also slow down sharply
 # when the machine is busy. MEM_THREADS overrides.
@@ -60,14 +79,17 @@ class LlamaRunner:
 
         lib = self._lib = llama_lib.ready()
         self._model = self._ctx = self._batch = None
-        model_params = lib.llama_model_default_params()
-        model_params.n_gpu_layers = 0
-        self._model = lib.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
-        if not self._model:
-            self._model = None
-            raise ModelError(f"llama.cpp cannot load {path}: not a model it can read")
-        vocab = lib.llama_model_get_vocab(self._model)
+        self._model = self._load(path, extra_buffers=True)
         self.metadata: dict[str, str] = llama_lib.model_metadata(lib, self._model)
+        if self.metadata.get("general.file_type") not in UNQUANTIZED_FILE_TYPES and cpu_has_amx():
+            # llama.cpp moves quantized weights (q8_0, q4_0, ...) into an AMX buffer when the
+            # CPU reports AMX, and its first tile instruction killed the process (general
+            # protection fault) on a VM that reports AMX it does not give. Without extra
+            # buffer types the weights stay in plain memory, for the AVX kernels.
+            lib.llama_model_free(self._model)
+            self._model = None
+            self._model = self._load(path, extra_buffers=False)
+        vocab = lib.llama_model_get_vocab(self._model)
         if n_ctx is None:
             # No longer than the longest input the model takes (MiniLM: 256 tokens): a
             # context of 512 costs a cold start ~20 ms more to set up, for the same vectors.
@@ -108,6 +130,16 @@ class LlamaRunner:
         self.sep_id = int(lib.llama_vocab_sep(vocab))
         if self.sep_id < 0:
             self.sep_id = self.eos_id
+
+    def _load(self, path: Path, *, extra_buffers: bool) -> Any:
+        lib = self._lib
+        model_params = lib.llama_model_default_params()
+        model_params.n_gpu_layers = 0
+        model_params.use_extra_bufts = extra_buffers
+        model = lib.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
+        if not model:
+            raise ModelError(f"llama.cpp cannot load {path}: not a model it can read")
+        return model
 
     def close(self) -> None:
         """Free the batch, the context, then the model (llama.cpp's order)."""
