@@ -208,6 +208,8 @@ def retain(
         fail(str(exc))
     if not items:
         fail("nothing to retain: give text, '-' for stdin, --file or --jsonl")
+    if append and not any(item.document_id for item in items):
+        fail("--append adds to a document: give --document ID (or document_id in --jsonl)", 2)
 
     from memcli import lifecycle
     from memcli import progress as progress_mod

@@ -8,11 +8,13 @@ those -- so `install()` gives typer a converter for exactly those, built on type
 choice and path checks (exists, file_okay, dir_okay...). Any other annotation, a custom
 parser, or a typer without these internals keeps typer's own conversion: this changes
 speed, never behaviour (tests/test_cliparams.py compares both on every option of every
-command).
+command), except that an integer beyond SQLite's 64 bits or a number that is not finite is
+refused.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -23,6 +25,7 @@ from typing import Any, get_args, get_origin
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
 _FALSE = {"0", "off", "f", "false", "n", "no", ""}
 
+INT64_MAX = 2**63 - 1
 Convert = Callable[[Any, Any, Any], Any]  # (value, param, ctx) -> value
 
 
@@ -47,6 +50,13 @@ def _number(kind: type, info: Any) -> Convert:
                 number = int(number)
         except ValueError:
             raise _bad(f"{value!r} is not a valid {name}.", param, ctx) from None
+        # Where mem differs from typer on purpose: no option means anything beyond what
+        # SQLite's INTEGER holds or a number that is not finite (NaN compares false with
+        # every score, so --min-score nan kept everything).
+        if kind is int and not -INT64_MAX - 1 <= number <= INT64_MAX:
+            raise _bad(f"{value!r} is out of range (at most {INT64_MAX}).", param, ctx)
+        if kind is float and not math.isfinite(number):
+            raise _bad(f"{value!r} is not a finite number.", param, ctx)
         if clamp:
             if low is not None and number < low:
                 return kind(low)

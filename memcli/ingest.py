@@ -8,6 +8,7 @@ it was.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -211,6 +212,10 @@ def recall_request(
                 raise ValueError(f'"{key}" must be {_KIND_NAMES[kind]}')
             if isinstance(value, str):
                 _check_text(value, f'"{key}"')
+            if kind is float and not math.isfinite(value):
+                raise ValueError(f'"{key}" must be a finite number, not {value}')
+            if kind is int and not -(2**63) <= value < 2**63:
+                raise ValueError(f'"{key}" is out of range')
             changes[key] = value
     if obj.get("type") is not None:
         changes["types"] = _string_list(obj["type"], "type")

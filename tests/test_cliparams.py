@@ -48,7 +48,7 @@ def samples(annotation: Any, tmp: Path) -> list[Any]:
     if annotation is bool:
         return ["true", "no", "1", "off", "maybe", True, False]
     if annotation is int:
-        return ["12", "-3", "0", "abc", "1.5", "", "100000"]
+        return ["12", "-3", "0", "abc", "1.5", "", "100000", "9223372036854775807"]
     if annotation is float:
         return ["0.5", "1e3", "-2", "x", ""]
     if annotation is str:
@@ -88,6 +88,13 @@ def test_same_values_and_errors_as_typer(name, param, tmp_path):
     theirs = build_runtime_param(descriptor)
     for value in samples(descriptor.annotation, tmp_path):
         assert outcome(ours, value, param) == outcome(theirs, value, param), (name, value)
+    # The one difference, on purpose: what SQLite cannot hold, or no number at all.
+    refused = {
+        int: ["9223372036854775808", "-99999999999999999999999"],
+        float: ["nan", "inf", "-Infinity", "1e400"],
+    }.get(descriptor.annotation, [])
+    for value in refused:
+        assert outcome(ours, value, param) == ("error", None), (name, value)
 
 
 def test_a_bad_value_is_a_usage_error_naming_the_option(tmp_path):

@@ -323,3 +323,13 @@ def test_a_replace_committed_while_recall_reads_is_not_mixed_in(db_path, embedde
     for name, arm in result.arms.items():
         assert {h.fact_id for h in arm.hits} <= live, name  # no hit from the old version
     assert len(result.arms["keyword"].hits) == 4
+
+
+def test_append_without_any_document_is_a_usage_error(db_path, tmp_path):
+    """--append adds to documents; with no document id it did nothing, silently."""
+    r = mem(db_path, "retain", "--append", "A note with no document.")
+    assert r.exit_code == 2 and "--append" in r.stderr and "--document" in r.stderr
+    assert not db_path.exists()
+    rows = write_jsonl(tmp_path / "plain.jsonl", [{"text": "No document here either."}])
+    assert mem(db_path, "retain", "--jsonl", str(rows), "--append").exit_code == 2
+    assert not db_path.exists()

@@ -234,6 +234,9 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
         ('{"query": "x", "arms": 5}', "arms"),
         ('{"query": "x", "max_tokens": "many"}', "max_tokens"),
         ('{"query": "x", "budgett": "low"}', "budgett"),
+        ('{"query": "x", "min_score": NaN}', "min_score"),
+        ('{"query": "x", "min_score": 1e400}', "min_score"),
+        ('{"query": "x", "limit": 100000000000000000000000}', "limit"),
         ('{"query": "broken \\ud800"}', "surrogate"),
         ('{"query": 5}', "query"),
         ("[1, 2]", "object"),
@@ -486,3 +489,26 @@ def test_text_output_shows_local_dates_and_json_keeps_utc(db_path, monkeypatch):
     r = mem(db_path, "recall", "dentist crown", "--format", "json")
     (hit,) = json.loads(r.stdout)["results"]
     assert hit["mentioned_at"].startswith("2026-03-21T20:00:00")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("recall", "key", "--min-score", "nan"),
+        ("recall", "key", "--min-score", "inf"),
+        ("list", "--limit", "100000000000000000000000"),
+        ("list", "--offset", "100000000000000000000000"),
+        ("show", "100000000000000000000000"),
+        ("forget", "100000000000000000000000", "--yes"),
+        ("recall", "key", "--limit", "-100000000000000000000000"),
+    ],
+)
+def test_numbers_no_store_can_hold_are_a_usage_error(db_path, args):
+    """Before: `--min-score nan` kept every result (NaN compares false), and ids or limits
+    beyond 64 bits reached SQLite as an OverflowError."""
+    seeded(db_path)
+    r = mem(db_path, *args)
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output and "unexpected" not in r.output
+    assert r.stdout == ""
+    assert fact_count(db_path) == 1

@@ -8,6 +8,7 @@ GIL inside SQLite).
 
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -42,6 +43,8 @@ def validate(options: RecallOptions) -> None:
         raise RecallError("--max-tokens must be positive")
     if options.limit is not None and options.limit <= 0:
         raise RecallError("--limit must be positive")
+    if options.min_score is not None and not math.isfinite(options.min_score):
+        raise RecallError(f"--min-score must be a finite number, not {options.min_score}")
     unknown = [a for a in options.arms if a not in ARMS]
     if unknown or not options.arms:
         raise RecallError(f"unknown arm {unknown[0] if unknown else ''!r} (use {', '.join(ARMS)})")
