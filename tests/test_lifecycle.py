@@ -293,6 +293,35 @@ def test_retain_supersedes_and_forgetting_a_correction_restores_the_old_fact(db:
         assert f.invalid_at is None and f.superseded_by is None
 
 
+@pytest.mark.parametrize(
+    ("forgotten", "current", "chain"),
+    [
+        # (which of A -> B -> C to forget, which stay current, who closes whom after)
+        ("B", {"C"}, {"A": "C"}),  # the middle: A stays closed, now by C
+        ("C", {"B"}, {"A": "B"}),  # the newest: B is valid again
+        ("BC", {"A"}, {}),  # both corrections: A is valid again
+        ("A", {"C"}, {"B": "C"}),  # the oldest: the rest is unchanged
+    ],
+)
+def test_forgetting_part_of_a_correction_chain_leaves_one_current_version(
+    db: Path, forgotten: str, current: set[str], chain: dict[str, str]
+) -> None:
+    ids = {"A": fact_id(db, "tutor")}
+    ok(mem(db, "correct", str(ids["A"]), "Marco's tutor is Keiko, twice a week."))
+    ids["B"] = fact_id(db, "twice")
+    ok(mem(db, "correct", str(ids["B"]), "Marco's tutor is Keiko, three times a week."))
+    ids["C"] = fact_id(db, "three times")
+    ok(mem(db, "forget", *(str(ids[k]) for k in forgotten), "--yes"))
+    listed = ids_listed(db)
+    assert {k for k, i in ids.items() if i in listed} == current
+    name = {i: k for k, i in ids.items()}
+    with Store(db) as s:
+        facts = s.facts_by_id([ids[k] for k in ids if k not in forgotten])
+    assert {name[i]: name[f.superseded_by] for i, f in facts.items() if f.superseded_by} == chain
+    for i, f in facts.items():
+        assert (f.invalid_at is None) == (name[i] in current)
+
+
 def test_correct_bad_input_changes_nothing(db: Path) -> None:
     before = db_snapshot(db)
     one_line_error(mem(db, "correct", "4242", "new text"), "no fact 4242")

@@ -208,29 +208,53 @@ class LifecycleMixin:
             (iso(invalid_at), superseded_by, fact_id),
         )
 
+    def _closed_by_forgotten(self, fact_ids: Sequence[int]) -> list[tuple[int, int | None]]:
+        """For each fact (outside fact_ids) closed by one of fact_ids: (its id, the first
+        successor along its correction chain that is not being forgotten, or None). A chain
+        A -> B -> C with B forgotten gives (A, C): C still corrects A."""
+        ids = json.dumps(list(fact_ids))
+        forgotten = set(fact_ids)
+        successor: dict[int, int | None] = dict(
+            self.conn.execute(
+                "SELECT id, superseded_by FROM facts WHERE id IN (SELECT value FROM json_each(?))",
+                (ids,),
+            ).fetchall()
+        )
+        out = []
+        for fid, by in self.conn.execute(
+            "SELECT id, superseded_by FROM facts WHERE superseded_by IN "
+            "(SELECT value FROM json_each(?)) AND id NOT IN (SELECT value FROM json_each(?))",
+            (ids, ids),
+        ).fetchall():
+            seen = set()
+            while by in forgotten and by not in seen:  # seen: a damaged, cyclic chain ends
+                seen.add(by)
+                by = successor.get(by)
+            out.append((fid, None if by in forgotten else by))
+        return out
+
     def reopen_superseded(self, fact_ids: Sequence[int]) -> int:
         """Facts closed by one of fact_ids (and not among them) become valid again: taking a
-        correction back restores what it corrected. Returns how many. Inside atomic()."""
+        correction back restores what it corrected. Unless that correction was corrected in
+        turn by a fact that stays: then they stay closed, by that fact, so one version is
+        current. Returns how many became valid. Inside atomic()."""
         reopened = 0
-        ids = list(fact_ids)
-        for batch in batched(ids):
-            m = marks(len(batch))
-            self.conn.execute(
-                f"UPDATE facts SET invalid_at = NULL, superseded_by = NULL "
-                f"WHERE superseded_by IN ({m}) AND id NOT IN (SELECT value FROM json_each(?))",
-                (*batch, json.dumps(ids)),
-            )
-            reopened += self.conn.changes()
+        for fid, successor in self._closed_by_forgotten(fact_ids):
+            if successor is None:
+                self.conn.execute(
+                    "UPDATE facts SET invalid_at = NULL, superseded_by = NULL WHERE id = ?",
+                    (fid,),
+                )
+                reopened += 1
+            else:
+                self.conn.execute(
+                    "UPDATE facts SET superseded_by = ? WHERE id = ?", (successor, fid)
+                )
         return reopened
 
     def superseded_among(self, fact_ids: Sequence[int]) -> int:
-        """How many facts (outside fact_ids) a forget of fact_ids would reopen."""
-        ids = json.dumps(list(fact_ids))
-        return self.conn.execute(
-            "SELECT count(*) FROM facts WHERE superseded_by IN (SELECT value FROM json_each(?)) "
-            "AND id NOT IN (SELECT value FROM json_each(?))",
-            (ids, ids),
-        ).fetchone()[0]
+        """How many facts (outside fact_ids) a forget of fact_ids would make valid again."""
+        return sum(1 for _, successor in self._closed_by_forgotten(fact_ids) if successor is None)
 
     def delete_empty_documents(self, bank_id: int) -> int:
         """Documents of the bank no fact belongs to any more, and their chunks. Inside
