@@ -277,6 +277,30 @@ def _check_record(rec: dict[str, Any], kind: str, src: _Line) -> None:
         raise bad("link", f"{rec['link']!r:.40} (mem knows {', '.join(LINK_KINDS)})")
 
 
+# The id columns of each record and the table they number (or point into).
+_ID_FIELDS = {
+    "document": {"id": "documents"},
+    "chunk": {"id": "chunks", "document_id": "documents"},
+    "entity": {"id": "entities"},
+    "fact": {"id": "facts", "document_id": "documents", "chunk_id": "chunks",
+             "superseded_by": "facts"},
+    "link": {"from": "facts", "to": "facts"},
+}  # fmt: skip
+
+
+def _check_ids(rec: dict[str, Any], kind: str, spans: dict[str, Any], src: _Line) -> None:
+    """Every id, and every id a record points to, lies in the range the header gives for
+    its table: anything else is a damaged file (and, shifted past the ids in use, could
+    overflow SQLite's INTEGER)."""
+    for key, table in _ID_FIELDS[kind].items():
+        value = rec[key]
+        span = spans.get(table)
+        if value is not None and (span is None or not span[0] <= value <= span[1]):
+            raise src.error(
+                f"({kind}) has a bad {key!r}: {value} is outside the header's ids for {table}"
+            )
+
+
 def import_lines(
     store: Store,
     lines: Iterable[str],
@@ -404,6 +428,7 @@ def import_lines(
                     raise src.error(f"({kind}) comes after the {KINDS[stage]} records")
                 stage = KINDS.index(kind)
                 _check_record(rec, kind, src)
+                _check_ids(rec, kind, header["ids"], src)
                 if kind == "document":
                     store.import_document(
                         bank_id, rec["id"] + d, rec["external_id"], rec["created_at"]

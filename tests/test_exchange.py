@@ -352,6 +352,11 @@ BAD_VALUES = [
     ("link", "weight", INF, "weight"),
     ("link", "link", "friendship", "link"),
     ("link", "from", 10**30, "from"),
+    # Within 64 bits but outside the header's ids: shifted past the target's ids, these
+    # overflowed SQLite's INTEGER (an OverflowError traceback).
+    ("link", "to", 2**63 - 1, "to"),
+    ("fact", "superseded_by", 2**63 - 1, "superseded_by"),
+    ("chunk", "document_id", 2**63 - 2, "document_id"),
 ]
 
 
