@@ -439,6 +439,11 @@ def recall(
         body = render.to_text(result, decorate=sys.stdout.isatty())
         if body:
             typer.echo(body)
+        elif result.results:
+            info(
+                f"{len(result.results)} memories fit --max-tokens {result.max_tokens} but not "
+                "with the header line: give more --max-tokens"
+            )
     if not result.results:
         # Candidates but none kept: the budget (or --min-score) cut them, not the query.
         info(

@@ -23,32 +23,46 @@ def use_color(stream: Any = None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
-def text_header(result: RecallResult) -> str:
+_LEGEND = " (said: when it was said; about: the time it talks about)"
+
+
+def text_header(result: RecallResult, results: list[Candidate] | None = None) -> str:
     """The first line: what was asked and the reference time, so a model can tell past from
     future; the legend only when some memory carries both dates."""
     query = terminal_safe(one_line(result.query))
     head = f'Memories relevant to "{query}", as of {result.now.date().isoformat()}'
-    if any(memory_block(c.fact).startswith("[said ") for c in result.results):
-        head += " (said: when it was said; about: the time it talks about)"
+    shown = result.results if results is None else results
+    if any(memory_block(c.fact).startswith("[said ") for c in shown):
+        head += _LEGEND
     return head + ":"
+
+
+def text_results(result: RecallResult) -> list[Candidate]:
+    """The memories the text output shows: those the budget kept, less the lowest ranked
+    while the whole text (header and blank lines too) could exceed --max-tokens."""
+    from memcli.recall.budget import fit_frame
+
+    longest_header = text_header(result, []) + _LEGEND + "\n\n"
+    return fit_frame(result.results, result.max_tokens, len(longest_header.encode("utf-8")))
 
 
 def to_text(result: RecallResult, decorate: bool = False, color: bool | None = None) -> str:
     """The memories for a reader or a model: a header line with the reference time, then one
     block per memory. `decorate` (a terminal) adds each memory's rank and score, dimmed when
     color is on (default: use_color())."""
-    if not result.results:
+    results = text_results(result)
+    if not results:
         return ""
     if color is None:
         color = decorate and use_color()
     blocks = []
-    for i, c in enumerate(result.results, start=1):
+    for i, c in enumerate(results, start=1):
         block = terminal_safe(memory_block(c.fact))
         if decorate:
             mark = f"{i:>2}. ({c.final:.3f})"
             block = f"\x1b[2m{mark}\x1b[0m {block}" if color else f"{mark} {block}"
         blocks.append(block)
-    out = text_header(result) + "\n\n" + "\n\n".join(blocks)
+    out = text_header(result, results) + "\n\n" + "\n\n".join(blocks)
     if result.chunks:
         out += "\n\n" + "\n\n".join(
             f"--- source chunk\n{terminal_safe(ch['text'])}" for ch in result.chunks

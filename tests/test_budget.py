@@ -70,3 +70,40 @@ def test_the_floor_is_a_true_lower_bound_of_a_memory_block():
                     1, text, context, "world", when, None, None, [], {}, 1, None, None, None, []
                 )
                 assert count_tokens(memory_block(fact)) >= floor, (text, context, when)
+
+
+def test_piped_text_output_fits_max_tokens_header_and_blank_lines_included(tmp_path):
+    """`mem recall Q --max-tokens N | llm` gets at most N tokens (cl100k) in all: before, N
+    bounded the memory blocks only and the header line and blank lines came on top."""
+    from typer.testing import CliRunner
+
+    from memcli.cli import app
+    from memcli.tokens import count_tokens
+
+    db = str(tmp_path / "m.db")
+    runner = CliRunner()
+    notes = [
+        "Maya booked the Lisbon flights for the second week of April.",
+        "Maya's sister Ana lives in Porto and works as a nurse.",
+        "The Lisbon apartment has a balcony over the river.",
+        "Maya decided to take the train from Lisbon to Porto instead of flying.",
+        "Ana recommended a seafood place near the Lisbon cathedral.",
+        "Maya will pay the Lisbon deposit by Friday.",
+    ]
+    r = runner.invoke(app, ["--db", db, "retain", "--at", "2026-03-01", "--jsonl", "-"],
+                      input="".join(f'{{"text": "{t}", "context": "Maya"}}\n' for t in notes))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    shown = []
+    for budget in range(20, 420, 8):
+        r = runner.invoke(
+            app, ["--db", db, "recall", "What about Lisbon?", "--max-tokens", str(budget)]
+        )
+        assert r.exit_code == 0, r.stderr
+        assert count_tokens(r.stdout) <= budget, (budget, r.stdout)
+        shown.append(r.stdout.count("\n[") if r.stdout else 0)
+        if not r.stdout:
+            assert "header" in r.stderr or "none fit" in r.stderr
+    everything = runner.invoke(app, ["--db", db, "recall", "What about Lisbon?"]).stdout
+    # A tight budget shows none, a roomy one all that match; more room never shows fewer.
+    assert shown[0] == 0 and shown[-1] == everything.count("\n[") >= 3
+    assert shown == sorted(shown)

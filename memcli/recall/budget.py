@@ -67,3 +67,15 @@ def fit_texts(
             out.append(truncate(text, room))
         break
     return out
+
+
+def fit_frame(kept: list[Candidate], max_tokens: int, frame_bytes: int) -> list[Candidate]:
+    """The best of `kept` that still fit max_tokens once the text output's frame is paid: a
+    header of frame_bytes UTF-8 bytes (a cl100k token is at least one byte, so this bounds the
+    header's tokens without loading the encoding for a query's words) and one token for the
+    blank line before each block. The lowest ranked go first."""
+    out = list(kept)
+    used = frame_bytes + sum(c.tokens + 1 for c in out)
+    while out and used > max_tokens:
+        used -= out.pop().tokens + 1
+    return out
