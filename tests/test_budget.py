@@ -90,8 +90,8 @@ def test_piped_text_output_fits_max_tokens_header_and_blank_lines_included(tmp_p
         "Ana recommended a seafood place near the Lisbon cathedral.",
         "Maya will pay the Lisbon deposit by Friday.",
     ]
-    r = runner.invoke(app, ["--db", db, "retain", "--at", "2026-03-01", "--jsonl", "-"],
-                      input="".join(f'{{"text": "{t}", "context": "Maya"}}\n' for t in notes))  # fmt: skip
+    rows = "".join(f'{{"text": "{t}", "context": "Maya"}}\n' for t in notes)
+    r = runner.invoke(app, ["--db", db, "retain", "--at", "2026-03-01", "--jsonl", "-"], input=rows)
     assert r.exit_code == 0, r.stderr
     shown = []
     for budget in range(20, 420, 8):

@@ -301,7 +301,7 @@ def bench(
     typer.echo(format_table(summary), nl=False)
     if out is not None:
         try:
-            from memcli.models.convert import write_atomically
+            from memcli.paths import write_atomically
 
             # Beside the old report until the new one is whole: a failed write keeps it.
             report = to_json(summary).encode("utf-8")

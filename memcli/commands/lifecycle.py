@@ -435,7 +435,6 @@ def export(
 
     name = bank or state.bank
     store = open_store(create=False, readonly=True)
-    tmp: Path | None = None
     lines: Any = None
     try:
         with _errors():
@@ -456,22 +455,21 @@ def export(
                 except OSError as exc:
                     fail(f"cannot write {output_file}: {exc.strerror or exc}")
             else:
-                tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-                try:
-                    # Private as the store is: an export holds every memory.
-                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                    with open(fd, "w", encoding="utf-8") as fh:
+                from memcli.paths import write_atomically
+
+                def write(tmp: Path) -> None:
+                    with open(tmp, "w", encoding="utf-8") as fh:
                         with progress_mod.bar(total, "exporting") as advance:
                             _write_export(fh, lines, advance)
-                    os.replace(tmp, target)
-                    tmp = None
+
+                try:
+                    # Private as the store is: an export holds every memory.
+                    write_atomically(target, write, mode=0o600, parents=False)
                 except OSError as exc:
                     fail(f"cannot write {output_file}: {exc.strerror or exc}")
     finally:
         if lines is not None:
             lines.close()  # ends the read transaction even when the reader stopped early
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
         store.close()
     c = header["counts"]
     where = f" to {output_file}" if output_file else ""

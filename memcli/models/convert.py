@@ -12,7 +12,6 @@ import json
 import os
 import re
 import struct
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from memcli.models import ModelError
-from memcli.paths import cache_dir
+from memcli.paths import cache_dir, temp_path_beside, write_atomically
 
 DEFAULT_EMBEDDER_NAME = "all-MiniLM-L6-v2"
 DEFAULT_EMBEDDER_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -175,10 +174,6 @@ def _read_vocab(src: Path, vocab_size: int) -> tuple[list[str], list[int], dict[
     return out_tokens, types, ids
 
 
-def _tmp_path(dest: Path) -> Path:
-    return dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-
-
 def convert_bert_folder(
     src_dir: Path,
     dest: Path,
@@ -235,7 +230,7 @@ def convert_bert_folder(
     st_cfg = _load_json(src_dir / "sentence_bert_config.json")
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_path(dest)
+    tmp = temp_path_beside(dest)
     writer = gguf.GGUFWriter(tmp, "bert")
     try:
         writer.add_type(gguf.GGUFType.MODEL)
@@ -356,7 +351,7 @@ def sha256_cached(path: Path) -> str:
     records[key] = {**stamp, "sha256": digest}
     try:  # a lost update between two processes only costs a re-hash later
         record_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _tmp_path(record_path)
+        tmp = temp_path_beside(record_path)
         tmp.write_text(json.dumps(records, indent=1), encoding="utf-8")
         os.replace(tmp, record_path)
     except OSError:
@@ -365,22 +360,6 @@ def sha256_cached(path: Path) -> str:
 
 
 _sha256_cached = sha256_cached  # the old private name
-
-
-def write_atomically(dest: Path, write: Callable[[Path], None]) -> Path:
-    """Run write(tmp) on a temp file beside dest, fsync it and rename it to dest, so readers
-    (and concurrent converters) never see a partial file."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_path(dest)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return dest
 
 
 def cached_conversion(filename: str, build: Callable[[Path], Path]) -> Path:

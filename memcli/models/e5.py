@@ -232,7 +232,8 @@ def convert_e5s1(
     with `center` (see model_center) recorded for the embedder to subtract."""
     import gguf
 
-    from memcli.models.convert import MAX_SEQ_KEY, RULE_KEYS, write_atomically
+    from memcli.models.convert import MAX_SEQ_KEY, RULE_KEYS
+    from memcli.paths import write_atomically
 
     e5 = read_e5s1(src)
     dest = Path(dest)
