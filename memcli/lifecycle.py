@@ -289,7 +289,8 @@ def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
 def correction_item(old: Fact, text: str, context: str | None = None) -> Any:
     """The new version of a fact: its text, with the old one's speaker, type, tags, source
     and metadata (its document is not taken: retaining that document again would replace
-    the correction too)."""
+    the correction too). Its relative dates are read as of when the old one was said: "next
+    Friday" in the new text means what it meant in the old."""
     from memcli.retain import RetainItem
 
     return RetainItem(
@@ -299,6 +300,7 @@ def correction_item(old: Fact, text: str, context: str | None = None) -> Any:
         tags=list(old.tags),
         fact_type=old.fact_type,
         metadata=dict(old.metadata),
+        dates_from=old.mentioned_at,
     )
 
 

@@ -56,6 +56,9 @@ class RetainItem:
     fact_type: str | None = None
     document_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # What relative dates in the text ("next Friday") are read from, when not the time it
+    # was said: a correction restates an earlier statement, so it keeps that one's.
+    dates_from: datetime | None = None
 
 
 @dataclass
@@ -183,6 +186,10 @@ def check_item(item: RetainItem) -> RetainItem:
         if not isinstance(item.timestamp, datetime):
             raise RetainError("timestamp must be a datetime")
         item.timestamp = to_utc_naive(item.timestamp)
+    if item.dates_from is not None:
+        if not isinstance(item.dates_from, datetime):
+            raise RetainError("dates_from must be a datetime")
+        item.dates_from = to_utc_naive(item.dates_from)
     return item
 
 
@@ -219,7 +226,7 @@ def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> l
     out: list[_PendingFact] = []
     for position, fact in enumerate(facts):
         fact_type = item.fact_type or guess_fact_type(fact.text)
-        span = extract_fact_time(fact.text, mentioned)
+        span = extract_fact_time(fact.text, item.dates_from or mentioned)
         out.append(
             _PendingFact(
                 item=item,

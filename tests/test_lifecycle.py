@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -291,6 +292,24 @@ def test_retain_supersedes_and_forgetting_a_correction_restores_the_old_fact(db:
     with Store(db) as s:
         f = s.facts_by_id([old])[old]
         assert f.invalid_at is None and f.superseded_by is None
+
+
+def test_a_correction_reads_its_relative_dates_as_of_the_corrected_statement(
+    tmp_path: Path,
+) -> None:
+    """ "Next Friday" in the new text of a fact said on Tuesday 2026-05-05 is 2026-05-08, as
+    in the old text, not the Friday after the day the correction is typed."""
+    db = tmp_path / "m.db"
+    ok(mem(db, "retain", "--at", "2026-05-05T09:00:00", "Maya flies to Lisbon next Friday."))
+    old = fact_id(db, "Lisbon")
+    ok(mem(db, "correct", str(old), "Maya flies to Porto next Friday."))
+    new = fact_id(db, "Porto")
+    with Store(db) as s:
+        f_old, f_new = (s.facts_by_id([old, new])[i] for i in (old, new))
+    assert f_old.occurred_start == datetime(2026, 5, 8)
+    assert f_new.occurred_start == f_old.occurred_start
+    # Said (and recorded) when corrected, as before: --as-of and recency see it then.
+    assert f_new.mentioned_at == f_new.created_at > f_old.mentioned_at
 
 
 @pytest.mark.parametrize(
