@@ -51,8 +51,12 @@ def local_to_utc(wall: datetime) -> datetime:
 
 
 def utc_to_local(when: datetime) -> datetime:
-    """A naive UTC time as naive local wall-clock time (for display)."""
-    return when.replace(tzinfo=timezone.utc).astimezone(local_zone()).replace(tzinfo=None)
+    """A naive UTC time as naive local wall-clock time (for display). A time within a day of
+    the ends of datetime's range (year 1 or 9999) stays as it is: shifted, it would not exist."""
+    try:
+        return when.replace(tzinfo=timezone.utc).astimezone(local_zone()).replace(tzinfo=None)
+    except OverflowError:
+        return when
 
 
 def local_offset(when: datetime) -> timedelta:

@@ -33,7 +33,7 @@ import numpy as np
 
 from memcli import blocks, tokens
 from memcli import entities as entity_mod
-from memcli.clock import utcnow
+from memcli.clock import utc_to_local, utcnow
 from memcli.settings import RetainSettings
 from memcli.split import split_text, starts_with_cause
 from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
@@ -226,7 +226,9 @@ def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> l
     out: list[_PendingFact] = []
     for position, fact in enumerate(facts):
         fact_type = item.fact_type or guess_fact_type(fact.text)
-        span = extract_fact_time(fact.text, item.dates_from or mentioned)
+        # Relative words are the speaker's own calendar: "yesterday" is the day before the
+        # local day it was said on (spans are day labels, not instants).
+        span = extract_fact_time(fact.text, utc_to_local(item.dates_from or mentioned))
         out.append(
             _PendingFact(
                 item=item,

@@ -512,3 +512,24 @@ def test_numbers_no_store_can_hold_are_a_usage_error(db_path, args):
     assert "Traceback" not in r.output and "unexpected" not in r.output
     assert r.stdout == ""
     assert fact_count(db_path) == 1
+
+
+def test_relative_dates_are_read_on_the_users_local_day(db_path, monkeypatch):
+    """20:00 UTC on 21 March is the morning of the 22nd in Tokyo: "yesterday" said then is
+    the 21st there (text output shows that day as the day it was said), not the 20th."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    said = "2026-03-21T20:00:00Z"
+    assert mem(db_path, "retain", "I went hiking yesterday.", "--at", said).exit_code == 0
+    with Store(db_path) as s:
+        (fact,) = s.facts_by_id(s.fact_ids_of_bank(s.require_bank("default"))).values()
+    assert (fact.occurred_start, fact.occurred_end) == (
+        datetime(2026, 3, 21),
+        datetime(2026, 3, 22),
+    )
+    r = mem(db_path, "recall", "what did I do yesterday", "--now", said, "--format", "json")
+    window = json.loads(r.stdout)["time_window"]
+    assert window["start"].startswith("2026-03-21"), window
+    # A year at the edge of what Python's datetime holds is shown, not an OverflowError.
+    assert mem(db_path, "retain", "Far future note.", "--at", "9999-12-31T23:00:00").exit_code == 0
+    r = mem(db_path, "list")
+    assert r.exit_code == 0 and "Far future note." in r.stdout, r.output

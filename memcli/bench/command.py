@@ -289,6 +289,11 @@ def bench(
     except ModelError as exc:
         fail(str(exc))
 
+    # A benchmark's times are its conversations' wall clock, stored as they are written:
+    # read in UTC, relative dates ("yesterday") fall on the days the dataset means, and the
+    # scores do not depend on the zone of the machine that runs the benchmark.
+    user_tz = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
     try:
         summary = run_bench(
             cases, options, embedder=embedder, reranker=cross, progress=_Progress(total)
@@ -297,6 +302,11 @@ def bench(
         fail(str(exc), 2)
     except ValueError as exc:  # a streamed dataset can turn out malformed midway
         fail(f"{dataset}: {exc}")
+    finally:
+        if user_tz is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = user_tz
 
     typer.echo(format_table(summary), nl=False)
     if out is not None:

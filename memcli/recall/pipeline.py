@@ -15,7 +15,7 @@ from typing import Any
 
 from memcli import tokens
 from memcli.blocks import block_tokens
-from memcli.clock import utcnow
+from memcli.clock import utc_to_local, utcnow
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
 from memcli.recall.filters import FactFilter
@@ -116,7 +116,8 @@ def _recall_once(
             f"--as-of {options.as_of.isoformat()} is before bank {bank!r} existed "
             f"(created {created.isoformat()})"
         )
-    window = parse_query_window(query, now)
+    # "yesterday" in a question is the day before the user's local today (as in retain).
+    window = parse_query_window(query, utc_to_local(now))
     limit = BUDGETS[options.budget]
     filters = FactFilter(
         tuple(options.types) if options.types else None,
