@@ -62,10 +62,16 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
             RecallOptions(budget=budget, max_tokens=max_tokens),
             embedder=embedder,
         )
-    if not result.results:
-        # Say so: an empty fragment would leave the model guessing from its own knowledge.
+    text = render.to_text(result, decorate=False)
+    if text:
+        return text
+    # Say so: an empty fragment would leave the model guessing from its own knowledge.
+    if not result.ranked:
         return f'No memories relevant to "{query}" were found (as of {result.now.date()}).'
-    return render.to_text(result, decorate=False)
+    return (
+        f'{len(result.ranked)} memories matched "{query}" but none fit {max_tokens} tokens '
+        "with the header line (raise MEM_MAX_TOKENS)."
+    )
 
 
 def load_memories(argument: str) -> llm.Fragment:

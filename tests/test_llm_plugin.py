@@ -97,3 +97,18 @@ def test_no_match_tells_the_model_so(memories):
     prompt = json.loads(r.stdout)["prompt"]
     assert prompt.startswith('No memories relevant to "zzqx" were found')
     assert prompt.rstrip().endswith("What is zzqx?")
+
+
+def test_fragment_fits_max_tokens_or_says_it_cannot(memories):
+    from memcli.tokens import count_tokens
+
+    for budget, whole in ((200, True), (30, False)):
+        env = {**memories, "MEM_MAX_TOKENS": str(budget)}
+        r = llm(env, "-m", "echo", "--no-log", "-f", "mem:Lisbon trip", "What did Maya decide?")
+        assert r.returncode == 0, r.stderr
+        prompt = json.loads(r.stdout)["prompt"]
+        fragment = prompt[: prompt.rindex("What did Maya decide?")].rstrip()
+        if whole:
+            assert "Lisbon trip for May 9-16" in fragment and count_tokens(fragment) <= budget
+        else:  # no memory block fits 30 tokens with the header line
+            assert "none fit 30 tokens" in fragment, fragment
