@@ -184,6 +184,9 @@ def test_export_file_is_private_and_dash_is_stdout(source: Path, tmp_path: Path)
     assert out.stat().st_mode & 0o777 == 0o600
     assert ok(mem(source, "export", "-o", "-")) == out.read_text()
     assert not (Path.cwd() / "-").exists()
+    for name in ("", ".", "/"):
+        r = mem(source, "export", "-o", name)
+        assert r.exit_code == 2 and "not a file name" in r.stderr and "- for stdout" in r.stderr
 
 
 def test_export_into_a_fifo_is_read_by_its_reader(source: Path, tmp_path: Path) -> None:

@@ -78,8 +78,8 @@ def _export_target(output_file: Path, store_path: Path) -> Path:
     the export over it would destroy a database."""
     from memcli.store import is_sqlite_file
 
-    if not output_file.name:
-        fail(f"cannot write {output_file!s}: not a file name")
+    if not output_file.name:  # '' (typer makes it "."), ".", "/": no file to write
+        fail(f"-o {str(output_file)!r} is not a file name (give a file, or - for stdout)", 2)
     target = output_file.resolve()
     store = store_path.resolve()
     if target in {store, *(Path(f"{store}{suffix}") for suffix in ("-wal", "-shm", "-journal"))}:
