@@ -412,6 +412,11 @@ def recall(
                 requests = recall_requests(_read_text_file(Path(batch)), base, state.bank)
             except InputError as exc:
                 fail(str(exc))
+            for number, (_, bank, _, _) in enumerate(requests, start=1):
+                try:  # every bank before the first answer, as every line's syntax is
+                    store.require_bank(bank)
+                except StoreError as exc:
+                    fail(f"--batch request {number}: {exc}; nothing was recalled")
             for request_id, bank, q, options in requests:
                 result = run_recall(
                     store, bank, q, options, embedder=lambda b=bank: bank_model(b), reranker=cross

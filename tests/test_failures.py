@@ -533,3 +533,14 @@ def test_relative_dates_are_read_on_the_users_local_day(db_path, monkeypatch):
     assert mem(db_path, "retain", "Far future note.", "--at", "9999-12-31T23:00:00").exit_code == 0
     r = mem(db_path, "list")
     assert r.exit_code == 0 and "Far future note." in r.stdout, r.output
+
+
+def test_a_batch_naming_an_unknown_bank_answers_nothing(db_path):
+    """The bank of every line is checked before the first answer, as the lines' syntax is:
+    before, the answers before the bad line were printed and then the batch failed."""
+    seeded(db_path)
+    batch = '{"query": "key"}\n{"query": "key", "bank": "nope"}\n'
+    r = mem(db_path, "recall", "--batch", "-", input=batch)
+    assert r.exit_code == 1
+    one_error_line(r.stderr, "request 2", "nope")
+    assert r.stdout == ""
