@@ -356,6 +356,7 @@ def recall(
 ) -> None:
     """Recall the memories that best answer QUERY, sized to a token budget."""
     from memcli import render
+    from memcli.display import has_visible_text
     from memcli.recall import ARMS, RecallError, RecallOptions, validate
     from memcli.recall import recall as run_recall
     from memcli.store import StoreError
@@ -390,6 +391,8 @@ def recall(
         validate(base)  # a bad option value is a usage error (exit 2), found before any work
     except RecallError as exc:
         fail(str(exc), 2)
+    if query is not None and not has_visible_text(query):
+        fail("the query is empty or only spaces and control characters", 2)
     try:
         base.as_of = parse_when(as_of) if as_of else None
     except ValueError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # C0 and C1 controls but newline and tab, and the bidirectional overrides: stored text is
 # anyone's, and a terminal obeys ESC ] (retitle, hyperlinks), ESC [ (cursor, colours) and the
@@ -22,3 +23,8 @@ def one_line(text: str) -> str:
     """Text shown inside one line (a query echoed in a header): its whitespace runs, line
     breaks included, as one space."""
     return " ".join(text.split())
+
+
+def has_visible_text(text: str) -> bool:
+    """True when the text has at least one character that is neither space nor control."""
+    return any(not ch.isspace() and unicodedata.category(ch)[0] != "C" for ch in text)

@@ -29,8 +29,9 @@ from typing import Any
 
 import apsw
 
+from memcli.display import has_visible_text
 from memcli.lifecycle import LifecycleError, embedding_text
-from memcli.retain import RetainError, check_json_value, has_visible_text
+from memcli.retain import RetainError, check_json_value
 from memcli.store import FACT_TYPES, LINK_KINDS, SCHEMA_VERSION, Store, check_bank_name, iso
 
 FORMAT = "mem-export"

@@ -12,6 +12,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from memcli.display import has_visible_text
 from memcli.recall.types import ARMS, RecallOptions
 from memcli.retain import RetainError, RetainItem, check_item
 from memcli.store import FACT_TYPES, check_bank_name
@@ -192,8 +193,8 @@ def recall_request(
     if unknown:
         raise ValueError(f"unknown key {unknown[0]!r} (keys: {', '.join(sorted(REQUEST_KEYS))})")
     query = obj.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ValueError('needs a non-empty "query" string')
+    if not isinstance(query, str) or not has_visible_text(query):
+        raise ValueError('needs a "query" string with some text (not only spaces or controls)')
     _check_text(query, '"query"')
     changes: dict[str, Any] = {}
     if obj.get("now") is not None:

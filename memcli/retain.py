@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import re
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,6 +33,7 @@ import numpy as np
 from memcli import blocks, tokens
 from memcli import entities as entity_mod
 from memcli.clock import utc_to_local, utcnow
+from memcli.display import has_visible_text
 from memcli.settings import RetainSettings
 from memcli.split import split_text, starts_with_cause
 from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
@@ -148,11 +148,6 @@ def check_json_value(value: Any, what: str) -> None:
         raise RetainError(f"{what} holds {value}, a number JSON cannot hold")
     elif value is not None and not isinstance(value, (bool, int, float)):
         raise RetainError(f"{what} holds a {type(value).__name__}, not JSON")
-
-
-def has_visible_text(text: str) -> bool:
-    """True when the text has at least one character that is neither space nor control."""
-    return any(not ch.isspace() and unicodedata.category(ch)[0] != "C" for ch in text)
 
 
 def check_item(item: RetainItem) -> RetainItem:

@@ -234,6 +234,8 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
         ('{"query": "x", "arms": 5}', "arms"),
         ('{"query": "x", "max_tokens": "many"}', "max_tokens"),
         ('{"query": "x", "budgett": "low"}', "budgett"),
+        ('{"query": "\\u0000"}', "query"),
+        ('{"query": "\\u0001 \\t"}', "query"),
         ('{"query": "x", "min_score": NaN}', "min_score"),
         ('{"query": "x", "min_score": 1e400}', "min_score"),
         ('{"query": "x", "limit": 100000000000000000000000}', "limit"),
@@ -544,3 +546,11 @@ def test_a_batch_naming_an_unknown_bank_answers_nothing(db_path):
     assert r.exit_code == 1
     one_error_line(r.stderr, "request 2", "nope")
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize("query", ["\x01\x02", " \t ", "\u200b\u200e"])
+def test_a_query_of_only_controls_is_a_usage_error(db_path, query):
+    seeded(db_path)
+    r = mem(db_path, "recall", query)
+    assert r.exit_code == 2 and r.stdout == ""
+    one_error_line(r.stderr, "query")

@@ -16,6 +16,7 @@ from typing import Any
 from memcli import tokens
 from memcli.blocks import block_tokens
 from memcli.clock import utc_to_local, utcnow
+from memcli.display import has_visible_text
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
 from memcli.recall.filters import FactFilter
@@ -104,8 +105,8 @@ def _recall_once(
     """One run of the pipeline; `spread`: the keyword and graph arms on connections of their
     own (in parallel), else all on the store's connection."""
     settings = settings or RecallSettings()
-    if not query or not query.strip():
-        raise RecallError("empty query")
+    if not query or not has_visible_text(query):
+        raise RecallError("the query is empty or only control characters")
     timings: dict[str, float] = {}
     started = time.perf_counter()
     now = options.now or utcnow()
