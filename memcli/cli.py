@@ -208,8 +208,14 @@ def retain(
         fail(str(exc))
     if not items:
         fail("nothing to retain: give text, '-' for stdin, --file or --jsonl")
-    if append and not any(item.document_id for item in items):
-        fail("--append adds to a document: give --document ID (or document_id in --jsonl)", 2)
+    if append:
+        loose = next((i for i, item in enumerate(items, start=1) if not item.document_id), None)
+        if loose is not None:
+            fail(
+                f"--append adds to documents, but item {loose} has none: give --document ID "
+                "(or a document_id on every --jsonl line)",
+                2,
+            )
 
     from memcli import lifecycle
     from memcli import progress as progress_mod

@@ -217,8 +217,7 @@ _TIME_KEYS = {
 }  # fmt: skip
 _STRING_LISTS = {"entity": ("aliases", "keys"), "fact": ("tags",)}
 # Text that must show something (what retain refuses when it is empty or only control chars).
-_VISIBLE = {"document": ("external_id",), "chunk": ("text",), "entity": ("name",),
-            "fact": ("text",)}  # fmt: skip
+_VISIBLE = {"chunk": ("text",), "entity": ("name",), "fact": ("text",)}
 _OPTIONAL = {"fact": ("vector",)}
 _MAX_INT = 2**63 - 1  # SQLite's INTEGER
 
@@ -266,6 +265,8 @@ def _check_record(rec: dict[str, Any], kind: str, src: _Line) -> None:
     for key in _VISIBLE.get(kind, ()):
         if not has_visible_text(rec[key]):
             raise bad(key, "empty or only control characters")
+    if kind == "document" and not rec["external_id"].strip():  # as retain checks it
+        raise bad("external_id", "empty")
     if kind == "fact":
         if rec["fact_type"] not in FACT_TYPES:
             raise bad("fact_type", f"{rec['fact_type']!r:.40} (mem knows {', '.join(FACT_TYPES)})")

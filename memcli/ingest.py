@@ -208,7 +208,10 @@ def recall_request(
                 changes[key] = _string_list(value, key)
                 continue
             if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
+                try:
+                    value = float(value)
+                except OverflowError:  # an integer beyond any float: 1 followed by 400 zeros
+                    value = math.inf
             if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
                 raise ValueError(f'"{key}" must be {_KIND_NAMES[kind]}')
             if isinstance(value, str):

@@ -286,13 +286,24 @@ def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
 # -- correct ------------------------------------------------------------------------------
 
 
-def correction_item(old: Fact, text: str, context: str | None = None) -> Any:
+def correction_item(store: Store, old: Fact, text: str, context: str | None = None) -> Any:
     """The new version of a fact: its text, with the old one's speaker, type, tags, source
     and metadata (its document is not taken: retaining that document again would replace
-    the correction too). Its relative dates are read as of when the old one was said: "next
-    Friday" in the new text means what it meant in the old."""
+    the correction too). Its relative dates are read as of when the chain's first version
+    was said: "next Friday" in the new text means what it meant in the first text (each
+    correction is itself said at its own time, so a correction of a correction would
+    otherwise drift)."""
     from memcli.retain import RetainItem
 
+    first = old
+    seen = {old.id}
+    while True:
+        earlier = [i for i in store.facts_superseded_by(first.id) if i not in seen]
+        found = store.facts_by_id(earlier[:1]).get(earlier[0]) if earlier else None
+        if found is None:
+            break
+        first = found
+        seen.add(first.id)
     return RetainItem(
         text=text,
         source_id=old.source_id,
@@ -300,7 +311,7 @@ def correction_item(old: Fact, text: str, context: str | None = None) -> Any:
         tags=list(old.tags),
         fact_type=old.fact_type,
         metadata=dict(old.metadata),
-        dates_from=old.mentioned_at,
+        dates_from=first.mentioned_at,
     )
 
 

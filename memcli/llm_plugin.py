@@ -26,13 +26,14 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
     """The memories for query as the text `mem recall` prints into a pipe."""
     from memcli import render
     from memcli.config import Settings
+    from memcli.display import has_visible_text
     from memcli.models import choice
     from memcli.models.embedder import load_embedder
     from memcli.recall import RecallOptions
     from memcli.recall import recall as run_recall
     from memcli.store import Store
 
-    if not query or not query.strip():
+    if not query or not has_visible_text(query):
         raise ValueError('mem: give a query, e.g. mem:"Lisbon trip"')
     settings = Settings()
     db = Path(settings.resolve("db").value)

@@ -333,3 +333,11 @@ def test_append_without_any_document_is_a_usage_error(db_path, tmp_path):
     rows = write_jsonl(tmp_path / "plain.jsonl", [{"text": "No document here either."}])
     assert mem(db_path, "retain", "--jsonl", str(rows), "--append").exit_code == 2
     assert not db_path.exists()
+    # One line of a log without its document: named, and nothing is stored.
+    mixed = write_jsonl(
+        tmp_path / "mixed.jsonl",
+        [{"text": "Turn one.", "document_id": "log"}, {"text": "A stray line."}],
+    )
+    r = mem(db_path, "retain", "--jsonl", str(mixed), "--append")
+    assert r.exit_code == 2 and "item 2" in r.stderr
+    assert not db_path.exists()

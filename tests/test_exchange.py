@@ -390,3 +390,13 @@ def test_header_values_are_checked(source: Path, target: Path) -> None:
     header = json.loads(lines[0])
     header["ids"]["facts"] = [1, 10**40]
     _bad_import(target, json.dumps(header) + "\n" + "".join(lines[1:]), "line 1", "facts")
+
+
+def test_what_retain_accepts_imports_again(tmp_path: Path) -> None:
+    """The import's checks are retain's, not stricter: a document id of a control character
+    (retain takes any id that is not blank) exports and imports."""
+    db = tmp_path / "a.db"
+    ok(mem(db, "retain", "--document", "\x01", "Bob likes green tea."))
+    dump = ok(mem(db, "export"))
+    ok(mem(tmp_path / "b.db", "import", "-", input=dump))
+    assert ok(mem(tmp_path / "b.db", "export")) == dump

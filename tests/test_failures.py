@@ -238,6 +238,7 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
         ('{"query": "\\u0001 \\t"}', "query"),
         ('{"query": "x", "min_score": NaN}', "min_score"),
         ('{"query": "x", "min_score": 1e400}', "min_score"),
+        ('{"query": "x", "min_score": 1' + "0" * 400 + "}", "min_score"),
         ('{"query": "x", "limit": 100000000000000000000000}', "limit"),
         ('{"query": "broken \\ud800"}', "surrogate"),
         ('{"query": 5}', "query"),

@@ -310,6 +310,11 @@ def test_a_correction_reads_its_relative_dates_as_of_the_corrected_statement(
     assert f_new.occurred_start == f_old.occurred_start
     # Said (and recorded) when corrected, as before: --as-of and recency see it then.
     assert f_new.mentioned_at == f_new.created_at > f_old.mentioned_at
+    # A correction of the correction still reads them as of the first statement.
+    ok(mem(db, "correct", str(new), "Maya flies to Faro next Friday."))
+    third = fact_id(db, "Faro")
+    with Store(db) as s:
+        assert s.facts_by_id([third])[third].occurred_start == datetime(2026, 5, 8)
 
 
 @pytest.mark.parametrize(

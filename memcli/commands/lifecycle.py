@@ -400,7 +400,7 @@ def correct(
     try:
         with _errors():
             old = lifecycle.current_fact(store, state.bank, fact_id)
-            item = lifecycle.correction_item(old, " ".join(text), context)
+            item = lifecycle.correction_item(store, old, " ".join(text), context)
             model = load_bank_embedder_or_fail(store, state.bank)
             retainer = Retainer(store, state.bank, model, now=when)
             _, new_ids = lifecycle.retain_superseding(store, old, retainer, [item])
