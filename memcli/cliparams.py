@@ -25,6 +25,7 @@ from typing import Any, get_args, get_origin
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
 _FALSE = {"0", "off", "f", "false", "n", "no", ""}
 
+# memcli.store.INT64_MAX, restated: importing the store here would load apsw at start-up.
 INT64_MAX = 2**63 - 1
 Convert = Callable[[Any, Any, Any], Any]  # (value, param, ctx) -> value
 

@@ -32,7 +32,15 @@ import apsw
 from memcli.display import has_visible_text
 from memcli.lifecycle import LifecycleError, embedding_text
 from memcli.retain import RetainError, check_json_value
-from memcli.store import FACT_TYPES, LINK_KINDS, SCHEMA_VERSION, Store, check_bank_name, iso
+from memcli.store import (
+    FACT_TYPES,
+    INT64_MAX,
+    LINK_KINDS,
+    SCHEMA_VERSION,
+    Store,
+    check_bank_name,
+    iso,
+)
 
 FORMAT = "mem-export"
 FORMAT_VERSION = 1
@@ -175,7 +183,7 @@ def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
         if span is not None and (
             not isinstance(span, list)
             or len(span) != 2
-            or not all(isinstance(x, int) and 1 <= x <= _MAX_INT for x in span)
+            or not all(isinstance(x, int) and 1 <= x <= INT64_MAX for x in span)
         ):
             raise src.error(f"has a bad id range for {table!r}: {span!r:.40}")
     v = h.get("vectors")
@@ -219,7 +227,6 @@ _STRING_LISTS = {"entity": ("aliases", "keys"), "fact": ("tags",)}
 # Text that must show something (what retain refuses when it is empty or only control chars).
 _VISIBLE = {"chunk": ("text",), "entity": ("name",), "fact": ("text",)}
 _OPTIONAL = {"fact": ("vector",)}
-_MAX_INT = 2**63 - 1  # SQLite's INTEGER
 
 
 def is_stored_time(value: str) -> bool:
@@ -254,7 +261,7 @@ def _check_record(rec: dict[str, Any], kind: str, src: _Line) -> None:
         except RetainError as exc:
             raise src.error(f"({kind}) {exc}") from None
         if isinstance(value, int) and not isinstance(value, bool):
-            if not (1 if key == "id" else 0) <= value <= _MAX_INT:
+            if not (1 if key == "id" else 0) <= value <= INT64_MAX:
                 raise bad(key, f"{value} is out of range")
     for key in _TIME_KEYS.get(kind, ()):
         if rec[key] is not None and not is_stored_time(rec[key]):

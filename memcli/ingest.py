@@ -15,7 +15,7 @@ from typing import Any
 from memcli.display import has_visible_text
 from memcli.recall.types import ARMS, RecallOptions
 from memcli.retain import RetainError, RetainItem, check_item
-from memcli.store import FACT_TYPES, check_bank_name
+from memcli.store import FACT_TYPES, INT64_MAX, check_bank_name
 from memcli.timeparse import parse_when
 
 
@@ -218,7 +218,7 @@ def recall_request(
                 _check_text(value, f'"{key}"')
             if kind is float and not math.isfinite(value):
                 raise ValueError(f'"{key}" must be a finite number, not {value}')
-            if kind is int and not -(2**63) <= value < 2**63:
+            if kind is int and not -INT64_MAX - 1 <= value <= INT64_MAX:
                 raise ValueError(f'"{key}" is out of range')
             changes[key] = value
     if obj.get("type") is not None:

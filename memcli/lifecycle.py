@@ -150,19 +150,25 @@ def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any
     return out
 
 
-def history(store: Store, fact_id: int) -> list[dict[str, Any]]:
-    """The whole correction chain through a fact, oldest first: what it superseded (back
-    to the first version) and what superseded it (to the current one)."""
-    chain = [fact_id]
+def _earlier_versions(store: Store, fact_id: int) -> list[int]:
+    """The facts a fact corrected, back to the chain's first version, oldest first."""
+    chain: list[int] = []
     seen = {fact_id}
     current = fact_id
-    while True:  # back: the fact this one corrected, and so on
+    while True:  # the fact this one corrected, and so on
         earlier = [i for i in store.facts_superseded_by(current) if i not in seen]
         if not earlier:
-            break
+            return chain
         current = earlier[0]
         chain.insert(0, current)
         seen.add(current)
+
+
+def history(store: Store, fact_id: int) -> list[dict[str, Any]]:
+    """The whole correction chain through a fact, oldest first: what it superseded (back
+    to the first version) and what superseded it (to the current one)."""
+    chain = [*_earlier_versions(store, fact_id), fact_id]
+    seen = set(chain)
     current = fact_id
     while True:  # forward: what corrected this one
         f = store.facts_by_id([current]).get(current)
@@ -295,15 +301,8 @@ def correction_item(store: Store, old: Fact, text: str, context: str | None = No
     otherwise drift)."""
     from memcli.retain import RetainItem
 
-    first = old
-    seen = {old.id}
-    while True:
-        earlier = [i for i in store.facts_superseded_by(first.id) if i not in seen]
-        found = store.facts_by_id(earlier[:1]).get(earlier[0]) if earlier else None
-        if found is None:
-            break
-        first = found
-        seen.add(first.id)
+    earlier = _earlier_versions(store, old.id)
+    first = store.facts_by_id(earlier[:1]).get(earlier[0], old) if earlier else old
     return RetainItem(
         text=text,
         source_id=old.source_id,

@@ -21,6 +21,7 @@ from memcli.store.search import SearchMixin
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
     FACT_TYPES,
+    INT64_MAX,
     LINK_KINDS,
     Fact,
     StoreBusy,
@@ -55,6 +56,7 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "CONTEXTS_AMONG_SQL",
     "FACT_TYPES",
+    "INT64_MAX",
     "LINK_KINDS",
     "SCHEMA_VERSION",
     "Fact",

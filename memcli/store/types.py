@@ -10,6 +10,7 @@ from typing import Any
 
 FACT_TYPES = ("world", "experience", "observation")
 LINK_KINDS = ("semantic", "temporal", "causal")
+INT64_MAX = 2**63 - 1  # the largest INTEGER SQLite stores (ids, counts, limits)
 
 
 def _busy_timeout_ms() -> int:
