@@ -52,6 +52,9 @@ class ArmResult:
     score_name: str
     seconds: float = 0.0
     notes: dict[str, Any] = field(default_factory=dict)
+    # The hits' facts when they were read beside the arm, on its own connection while the
+    # main thread embedded the query (pipeline.py); fusion reads only the rest.
+    facts: dict[int, Fact] = field(default_factory=dict)
 
     def ranks(self) -> dict[int, int]:
         return {h.fact_id: i for i, h in enumerate(self.hits, start=1)}
