@@ -61,7 +61,7 @@ def rrf(
         for rank, hit in enumerate(arm.hits, start=1):
             cand = fused.get(hit.fact_id)
             if cand is None:
-                cand = Candidate(hit.fact_id, {a: None for a in ARMS}, {})
+                cand = Candidate(hit.fact_id, dict.fromkeys(ARMS), {})
                 fused[hit.fact_id] = cand
             cand.ranks[name] = rank
             cand.arm_scores[name] = hit.score

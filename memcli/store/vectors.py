@@ -341,7 +341,7 @@ def _ranked_by_cosine(
         return []
     cosines = _cosines(scan.floats(rows), query)
     order = np.argsort(-cosines, kind="stable")[:k]
-    return [(int(scan.ids[rows[i]]), float(cosines[i])) for i in order]
+    return list(zip(scan.ids[rows[order]].tolist(), cosines[order].tolist()))
 
 
 def sign_bits(vec: np.ndarray) -> bytes:
@@ -562,7 +562,7 @@ class VectorsMixin:
             return []
         cosines = _cosines(scan.floats(picked), query)
         order = np.argsort(-cosines, kind="stable")[:k]
-        return [(int(scan.ids[picked[i]]), float(cosines[i])) for i in order]
+        return list(zip(scan.ids[picked[order]].tolist(), cosines[order].tolist()))
 
     def _vec0_nearest(
         self, bank_id: int, query: np.ndarray, k: int, fact_type: str | None
