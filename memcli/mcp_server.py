@@ -415,7 +415,52 @@ def build_server(service: MemoryService) -> Any:
 
 def serve(service: MemoryService) -> None:
     """Serve MCP on stdin/stdout until the client closes the pipe."""
+    import anyio
+
     try:
-        build_server(service).run("stdio")
+        anyio.run(_serve_stdio, build_server(service))
     finally:
         service.close()
+
+
+async def _serve_stdio(server: Any) -> None:
+    """What `MCPServer.run("stdio")` does, but a line that is not a JSON-RPC message is
+    answered with a JSON-RPC error (id null: JSON-RPC 2.0, section 5.1). The SDK's stdio
+    reader hands such a line on as an exception, and its session only logs it, so a client
+    waiting for an answer to it would wait forever."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async serves this one
+    async with stdio_server() as (wire_in, wire_out):
+        send, receive = anyio.create_memory_object_stream[SessionMessage](0)
+
+        async def screen() -> None:
+            async with send:
+                async for item in wire_in:
+                    if isinstance(item, Exception):
+                        await wire_out.send(SessionMessage(_wire_error(item)))
+                    else:
+                        await send.send(item)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(screen)
+            await lowlevel.run(receive, wire_out, lowlevel.create_initialization_options())
+            tasks.cancel_scope.cancel()
+
+
+def _wire_error(exc: Exception) -> Any:
+    """The JSON-RPC error for a line the SDK could not read as a message: a parse error when
+    it is not JSON text (a lone surrogate escape included), else an invalid request."""
+    import mcp_types as types
+
+    errors = getattr(exc, "errors", None)
+    kinds = {e.get("type") for e in errors()} if callable(errors) else set()
+    if "json_invalid" in kinds:
+        code, message = types.PARSE_ERROR, "Parse error: the line is not JSON text"
+    else:
+        code, message = types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message)
+    )

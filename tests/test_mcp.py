@@ -239,13 +239,13 @@ def test_protocol_errors_on_the_wire_and_the_server_keeps_serving(db_path):
         proc.stdin.write(line + "\n")
         proc.stdin.flush()
 
-    def reply(request_id: int) -> dict:
+    def reply(request_id: int | None) -> dict:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             ready, _, _ = select.select([proc.stdout], [], [], 1.0)
             if ready:
                 msg = json.loads(proc.stdout.readline())
-                if msg.get("id") == request_id:
+                if "id" in msg and msg["id"] == request_id:
                     return msg
         raise AssertionError(f"no reply to request {request_id}")
 
@@ -268,7 +268,14 @@ def test_protocol_errors_on_the_wire_and_the_server_keeps_serving(db_path):
         assert reply(2)["error"]["code"] == -32602  # invalid params: no tool name
         send({"jsonrpc": "2.0", "id": 3, "method": "no/such/method"})
         assert reply(3)["error"]["code"] == -32601  # method not found
+        # A line that is not a JSON-RPC message is answered (id null, JSON-RPC 2.0 section
+        # 5.1), not dropped: a client waiting on it would otherwise wait forever.
         send("this is not JSON")
+        assert reply(None)["error"]["code"] == -32700  # parse error
+        send('{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"x": "\\ud800"}}')
+        assert reply(None)["error"]["code"] == -32700  # a lone surrogate is no JSON text
+        send({"jsonrpc": "2.0", "result": "no id, no method"})
+        assert reply(None)["error"]["code"] == -32600  # invalid request
         call = {"name": "recall", "arguments": {"query": "x", "max_tokens": "lots"}}
         send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call})
         assert reply(4)["result"]["isError"] is True
