@@ -63,6 +63,10 @@ class RecallSettings:
     # the character n-gram keyword arm, weigh this much at 100% CJK; see recall/fusion.py.
     cjk_weak_embedder_factor: float = 0.25
     cjk_keyword_factor: float = 0.4
+    # A query that is all time words ("what did I do yesterday?") gives the temporal arm (the
+    # facts of that time) this fusion weight; one that is partly time, a share in between;
+    # see recall/fusion.py.
+    time_query_temporal_weight: float = 3.0
 
     # A reply gains this share of the fusion score of the fact said just before it (same
     # document, another speaker, at most reply_max_gap_hours earlier) when that fact asks a

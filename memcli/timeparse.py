@@ -919,6 +919,12 @@ def _scan(text: str, anchor: datetime, query: bool) -> TimeSpan | None:
 
     In a query, a period with an explicit year beats a relative one anywhere in the text.
     """
+    found = _scan_phrase(text, anchor, query)
+    return found[0] if found else None
+
+
+def _scan_phrase(text: str, anchor: datetime, query: bool) -> tuple[TimeSpan, str] | None:
+    """_scan's period and the words of ``text`` that name it."""
     words = list(_WORD_RX.finditer(text))
     triggers = [
         i
@@ -931,8 +937,8 @@ def _scan(text: str, anchor: datetime, query: bool) -> TimeSpan | None:
     if not triggers:
         return None
     scan = _Scan(text, anchor, query)
-    fallback: TimeSpan | None = None
-    relative: TimeSpan | None = None
+    fallback: tuple[TimeSpan, str] | None = None
+    relative: tuple[TimeSpan, str] | None = None
     match = _candidates().match
     tried = -1  # index of the last word start tried
     consumed = 0  # text before this offset belongs to an accepted candidate
@@ -966,12 +972,13 @@ def _scan(text: str, anchor: datetime, query: bool) -> TimeSpan | None:
             if hit is None:
                 continue  # rejected: an overlapping candidate may start at a later word
             consumed = m.end()
+            found = (hit.span, m.group())
             if not hit.confident:
-                fallback = fallback or hit.span
+                fallback = fallback or found
             elif not query or _HAS_YEAR.search(m.group()):
-                return hit.span
+                return found
             else:  # a query may pin "last Friday" down later: "... last Friday on 23 May 2022?"
-                relative = relative or hit.span
+                relative = relative or found
     return relative or fallback
 
 
@@ -1006,10 +1013,21 @@ def parse_query_window(query: str, now: datetime) -> TimeSpan | None:
     2022" -> that day). "When did Caroline go to Paris?" names no time: None, and so does
     "recently": it is too vague to filter by (recency scoring covers it).
     """
+    found = query_window_phrase(query, now)
+    return found[0] if found else None
+
+
+def query_window_phrase(query: str, now: datetime) -> tuple[TimeSpan, str | None] | None:
+    """parse_query_window's window and the words of the query that name it ("last week"),
+    or None for those words when they are CJK (that scan does not keep them)."""
     if not query:
         return None
     anchor = to_utc_naive(now)
-    return _scan(query, anchor, query=True) or _scan_cjk(query, anchor)
+    found = _scan_phrase(query, anchor, query=True)
+    if found:
+        return found
+    span = _scan_cjk(query, anchor)
+    return (span, None) if span else None
 
 
 # Kana, CJK ideographs (with extension A and compatibility forms) and Hangul.

@@ -333,3 +333,69 @@ def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
     assert by_id[count_me].fused == 0.05  # a question nobody is named as asking has no answer
     off = replies.propagate(store, ordered, RecallSettings(reply_share=0.0))
     assert off is ordered
+
+
+# A day of errands among notes from other days that share a time query's other words.
+_ERRANDS = [
+    RetainItem("I went to the dentist and had a filling.", timestamp=datetime(2026, 12, 3, 10)),
+    RetainItem("Had lunch with Maria at the Thai place.", timestamp=datetime(2026, 12, 3, 13)),
+    *(
+        RetainItem(
+            f"What happened at work: meeting number {i} about what we should do next.",
+            timestamp=datetime(2026, 11, 20 + i, 9),
+        )
+        for i in range(1, 9)
+    ),
+    RetainItem("I wonder what happened to my old bike.", timestamp=datetime(2026, 11, 10, 9)),
+]
+
+
+@pytest.mark.parametrize(
+    "query, first_two",
+    [
+        # Mostly or only time words: the question asks for that day's memories.
+        ("what happened yesterday?", {"dentist", "lunch"}),
+        ("what did I do yesterday", {"dentist", "lunch"}),
+        ("What did I do on December 3, 2026?", {"dentist", "lunch"}),
+        # Topic words as well: the topic still leads inside the day.
+        ("who did I have lunch with yesterday?", {"lunch", "dentist"}),
+    ],
+)
+def test_a_question_about_a_time_gets_that_time_first(store, remember, embedder, query, first_two):
+    remember(_ERRANDS)
+    result = run(store, embedder, query, now=datetime(2026, 12, 4, 12))
+    top = [c.fact.text for c in result.results[:2]]
+    assert {w for w in first_two if any(w in t for t in top)} == first_two, top
+    if "lunch with" in query:
+        assert "lunch" in top[0]
+
+
+def test_time_words_share_of_a_query_raises_the_temporal_arm_weight():
+    from memcli.recall import fusion
+
+    s = RecallSettings()
+    base = s.score_weights
+    cases = [
+        ("what happened yesterday?", "yesterday", 0.5),
+        ("what did I do yesterday", "yesterday", 1.0),
+        ("Which restaurant did Maria pick for the team dinner last week?", "last week", 2 / 7),
+        ("where is the kayak?", None, 0.0),
+    ]
+    for query, phrase, share in cases:
+        weights, note = fusion.query_weights(base, query, None, s, phrase)
+        expected = base["temporal"] + share * (s.time_query_temporal_weight - base["temporal"])
+        assert weights["temporal"] == pytest.approx(expected), query
+        assert {k: v for k, v in weights.items() if k != "temporal"} == {
+            k: v for k, v in base.items() if k != "temporal"
+        }
+        assert (note is None) == (share == 0.0)
+
+
+def test_an_arm_with_a_score_floor_keeps_its_last_hit_in_fusion():
+    from memcli.recall import fusion
+    from memcli.recall.types import ArmHit, ArmResult
+
+    plain = ArmResult("temporal", [ArmHit(1, 0.9), ArmHit(2, 0.6)], "temporal")
+    floored = ArmResult("temporal", list(plain.hits), "temporal", score_floor=0.0)
+    assert fusion.min_max(plain) == {1: 1.0, 2: 0.0}  # min-max: the last hit counts as missed
+    assert fusion.min_max(floored) == {1: 1.0, 2: pytest.approx(0.6 / 0.9)}

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memcli import lang
+from memcli import fts, lang
 from memcli.recall.types import ARMS, ArmResult, Candidate
 
 # Arms whose lists come from the query's embedding (the graph expands the semantic hits).
@@ -24,9 +24,20 @@ VECTOR_ARMS = ("semantic", "graph")
 
 
 def query_weights(
-    weights: Mapping[str, float], query: str, rules: Any, settings: Any
+    weights: Mapping[str, float],
+    query: str,
+    rules: Any,
+    settings: Any,
+    time_phrase: str | None = None,
 ) -> tuple[dict[str, float], str | None]:
     """The arm weights for this query, and why they differ from the defaults (None if not).
+
+    The words that name the query's time window (`time_phrase`, e.g. "yesterday") are a
+    share t of the query's search terms. "What did I do yesterday?" is all time (t = 1): it
+    asks for that day's memories, which only the temporal arm holds (the other arms match
+    its few other words in any memory). So the temporal arm weighs w + t (W - w), W =
+    settings.time_query_temporal_weight; a question that only mentions a time among its
+    topic words (t small) keeps nearly the default weight.
 
     An arm known to be weak for the query weighs less, in proportion to the query's share of
     CJK letters s, so fusion does not fall below its best arm:
@@ -37,17 +48,35 @@ def query_weights(
     An embedder whose languages are unknown changes nothing; nor does a query without CJK.
     """
     out = {name: float(weights.get(name, 1.0)) for name in ARMS}
+    notes = []
+    time_share = _time_share(query, time_phrase, settings.keyword_cjk_terms)
+    if time_share > 0 and out["temporal"] < settings.time_query_temporal_weight:
+        out["temporal"] += time_share * (settings.time_query_temporal_weight - out["temporal"])
+        notes.append(f"time words {time_share:.0%} of the query: temporal {out['temporal']:.2f}")
     share = lang.cjk_share(query)
     if share == 0.0 or rules is None or rules.languages is None:
-        return out, None
+        return out, "; ".join(notes) or None
     if rules.english_only:
         factor = 1.0 - share * (1.0 - settings.cjk_weak_embedder_factor)
         for name in VECTOR_ARMS:
             out[name] *= factor
-        return out, f"English-only embedder, {share:.0%} CJK query: vector arms x{factor:.2f}"
-    factor = 1.0 - share * (1.0 - settings.cjk_keyword_factor)
-    out["keyword"] *= factor
-    return out, f"multilingual embedder, {share:.0%} CJK query: keyword x{factor:.2f}"
+        notes.append(f"English-only embedder, {share:.0%} CJK query: vector arms x{factor:.2f}")
+    else:
+        factor = 1.0 - share * (1.0 - settings.cjk_keyword_factor)
+        out["keyword"] *= factor
+        notes.append(f"multilingual embedder, {share:.0%} CJK query: keyword x{factor:.2f}")
+    return out, "; ".join(notes)
+
+
+def _time_share(query: str, time_phrase: str | None, cjk_terms: str) -> float:
+    """The share of the query's search terms that are words of its time phrase."""
+    if not time_phrase:
+        return 0.0
+    terms = fts.query_terms(query, cjk_terms)
+    if not terms:
+        return 0.0
+    timed = set(fts.query_terms(time_phrase, cjk_terms))
+    return sum(t in timed for t in terms) / len(terms)
 
 
 def rrf(
@@ -72,11 +101,14 @@ def rrf(
 
 
 def min_max(arm: ArmResult) -> dict[int, float]:
-    """Each hit's score scaled to [0, 1] within its arm's list (all 1.0 if the list is flat)."""
+    """Each hit's score scaled to [0, 1] within its arm's list (all 1.0 if the list is flat),
+    from the arm's score floor when it has one, else from its lowest hit."""
     if not arm.hits:
         return {}
     top = max(h.score for h in arm.hits)
     low = min(h.score for h in arm.hits)
+    if arm.score_floor is not None:
+        low = min(low, arm.score_floor)
     if top <= low:
         return {h.fact_id: 1.0 for h in arm.hits}
     return {h.fact_id: (h.score - low) / (top - low) for h in arm.hits}

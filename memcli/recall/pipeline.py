@@ -33,7 +33,7 @@ from memcli.recall.types import (
 )
 from memcli.settings import BUDGETS, RERANK_CAPS, RecallSettings
 from memcli.store import FACT_TYPES, Fact, Store, StoreError
-from memcli.timeparse import parse_query_window
+from memcli.timeparse import query_window_phrase
 
 
 class RecallError(ValueError):
@@ -121,7 +121,8 @@ def _recall_once(
             f"(created {created.isoformat()})"
         )
     # "yesterday" in a question is the day before the user's local today (as in retain).
-    window = parse_query_window(query, utc_to_local(now))
+    found = query_window_phrase(query, utc_to_local(now))
+    window, time_phrase = found if found else (None, None)
     limit = BUDGETS[options.budget]
     filters = FactFilter(
         tuple(options.types) if options.types else None,
@@ -209,9 +210,9 @@ def _recall_once(
     # Arm weights for this query: an arm known to be weak for it weighs less (fusion.py).
     rules = getattr(model, "rules", None)
     score_weights, weights_note = fusion.query_weights(
-        settings.score_weights, query, rules, settings
+        settings.score_weights, query, rules, settings, time_phrase
     )
-    rrf_weights, _ = fusion.query_weights(settings.arm_weights, query, rules, settings)
+    rrf_weights, _ = fusion.query_weights(settings.arm_weights, query, rules, settings, time_phrase)
     candidates = fusion.fuse(arms, settings.fusion, settings.rrf_k, rrf_weights, score_weights)
     for arm in arms.values():
         facts.update(arm.facts)

@@ -42,7 +42,9 @@ def proximity(start: datetime, end: datetime, window: TimeSpan) -> float:
 def run(ctx: ArmContext) -> ArmResult:
     s = ctx.settings
     window = ctx.window
-    result = ArmResult("temporal", [], "temporal")
+    # Scores are half window fit, half cosine, both in [0, 1]: a list of two in-window facts
+    # ("what did I do yesterday?") keeps both, where min-max would zero the second.
+    result = ArmResult("temporal", [], "temporal", score_floor=0.0)
     if window is None or ctx.query_vec is None:
         return result
     nearest, found = ctx.store.nearest_in_window(

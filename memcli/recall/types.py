@@ -52,6 +52,9 @@ class ArmResult:
     score_name: str
     seconds: float = 0.0
     notes: dict[str, Any] = field(default_factory=dict)
+    # The lowest score the arm can give, when its scale has one: fusion scales its list from
+    # there, not from its last hit (which min-max would count as not found).
+    score_floor: float | None = None
     # The hits' facts when they were read beside the arm, on its own connection while the
     # main thread embedded the query (pipeline.py); fusion reads only the rest.
     facts: dict[int, Fact] = field(default_factory=dict)
