@@ -923,8 +923,10 @@ def _scan(text: str, anchor: datetime, query: bool) -> TimeSpan | None:
     return found[0] if found else None
 
 
-def _scan_phrase(text: str, anchor: datetime, query: bool) -> tuple[TimeSpan, str] | None:
-    """_scan's period and the words of ``text`` that name it."""
+def _scan_phrase(
+    text: str, anchor: datetime, query: bool
+) -> tuple[TimeSpan, tuple[int, int]] | None:
+    """_scan's period and where in ``text`` the words that name it are (start, end)."""
     words = list(_WORD_RX.finditer(text))
     triggers = [
         i
@@ -937,8 +939,8 @@ def _scan_phrase(text: str, anchor: datetime, query: bool) -> tuple[TimeSpan, st
     if not triggers:
         return None
     scan = _Scan(text, anchor, query)
-    fallback: tuple[TimeSpan, str] | None = None
-    relative: tuple[TimeSpan, str] | None = None
+    fallback: tuple[TimeSpan, tuple[int, int]] | None = None
+    relative: tuple[TimeSpan, tuple[int, int]] | None = None
     match = _candidates().match
     tried = -1  # index of the last word start tried
     consumed = 0  # text before this offset belongs to an accepted candidate
@@ -972,7 +974,7 @@ def _scan_phrase(text: str, anchor: datetime, query: bool) -> tuple[TimeSpan, st
             if hit is None:
                 continue  # rejected: an overlapping candidate may start at a later word
             consumed = m.end()
-            found = (hit.span, m.group())
+            found = (hit.span, (m.start(), m.end()))
             if not hit.confident:
                 fallback = fallback or found
             elif not query or _HAS_YEAR.search(m.group()):
@@ -1017,9 +1019,12 @@ def parse_query_window(query: str, now: datetime) -> TimeSpan | None:
     return found[0] if found else None
 
 
-def query_window_phrase(query: str, now: datetime) -> tuple[TimeSpan, str | None] | None:
-    """parse_query_window's window and the words of the query that name it ("last week"),
-    or None for those words when they are CJK (that scan does not keep them)."""
+def query_window_phrase(
+    query: str, now: datetime
+) -> tuple[TimeSpan, tuple[int, int] | None] | None:
+    """parse_query_window's window and where in the query the words that name it are
+    (start, end: "last week"), or None for where when they are CJK (that scan does not
+    keep it)."""
     if not query:
         return None
     anchor = to_utc_naive(now)

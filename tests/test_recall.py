@@ -370,25 +370,50 @@ def test_a_question_about_a_time_gets_that_time_first(store, remember, embedder,
         assert "lunch" in top[0]
 
 
-def test_time_words_share_of_a_query_raises_the_temporal_arm_weight():
+@pytest.mark.parametrize(
+    "query, share",
+    [
+        ("what happened yesterday?", 1 / 2),
+        ("what did I do yesterday", 1.0),
+        ("yesterday's meeting", 1 / 2),  # the possessive is still the time word
+        ("what was last week's plan?", 2 / 3),
+        ("Which restaurant did Maria pick for the team dinner last week?", 2 / 7),
+        ("what did I do on 2024-06-10?", 1.0),
+        ("where is the kayak?", 0.0),  # no time named
+        ("昨天发生了什么", 0.0),  # a CJK window: where its words are is not kept
+    ],
+)
+def test_time_words_share_of_a_query_raises_the_temporal_arm_weight(query, share):
     from memcli.recall import fusion
+    from memcli.timeparse import query_window_phrase
 
     s = RecallSettings()
+    found = query_window_phrase(query, datetime(2026, 12, 4, 12))
+    t = fusion.time_share(query, found[1] if found else None, s.keyword_cjk_terms)
+    assert t == pytest.approx(share)
     base = s.score_weights
-    cases = [
-        ("what happened yesterday?", "yesterday", 0.5),
-        ("what did I do yesterday", "yesterday", 1.0),
-        ("Which restaurant did Maria pick for the team dinner last week?", "last week", 2 / 7),
-        ("where is the kayak?", None, 0.0),
-    ]
-    for query, phrase, share in cases:
-        weights, note = fusion.query_weights(base, query, None, s, phrase)
-        expected = base["temporal"] + share * (s.time_query_temporal_weight - base["temporal"])
-        assert weights["temporal"] == pytest.approx(expected), query
-        assert {k: v for k, v in weights.items() if k != "temporal"} == {
-            k: v for k, v in base.items() if k != "temporal"
-        }
-        assert (note is None) == (share == 0.0)
+    weights, note = fusion.query_weights(base, query, None, s, t)
+    expected = base["temporal"] + share * (s.time_query_temporal_weight - base["temporal"])
+    assert weights["temporal"] == pytest.approx(expected)
+    assert {k: v for k, v in weights.items() if k != "temporal"} == {
+        k: v for k, v in base.items() if k != "temporal"
+    }
+    assert (note is None) == (share == 0.0)
+
+
+def test_a_time_question_changes_only_the_fusion_weights_of_the_arms_that_ran(
+    store, remember, embedder
+):
+    remember(_ERRANDS)
+    now = datetime(2026, 12, 4, 12)
+    result = run(store, embedder, "what happened yesterday?", now=now)
+    assert result.notes["fusion_weights"]["temporal"] == pytest.approx(1.7)
+    assert "temporal 0.40 -> 1.70" in result.notes["fusion_weights_reason"]
+    # RRF, shown beside, keeps the reference weights: 1 / (60 + rank) for the temporal arm.
+    top = next(c for c in result.ranked if c.ranks["temporal"] == 1)
+    assert top.rrf == pytest.approx(sum(1 / (60 + r) for r in top.ranks.values() if r))
+    keyword_only = run(store, embedder, "what happened yesterday?", now=now, arms=("keyword",))
+    assert keyword_only.notes["fusion_weights_reason"] is None
 
 
 def test_an_arm_with_a_score_floor_keeps_its_last_hit_in_fusion():

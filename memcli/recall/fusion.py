@@ -28,14 +28,14 @@ def query_weights(
     query: str,
     rules: Any,
     settings: Any,
-    time_phrase: str | None = None,
+    time_share: float = 0.0,
 ) -> tuple[dict[str, float], str | None]:
     """The arm weights for this query, and why they differ from the defaults (None if not).
 
-    The words that name the query's time window (`time_phrase`, e.g. "yesterday") are a
-    share t of the query's search terms. "What did I do yesterday?" is all time (t = 1): it
-    asks for that day's memories, which only the temporal arm holds (the other arms match
-    its few other words in any memory). So the temporal arm weighs w + t (W - w), W =
+    `time_share` (t, from time_share()): the share of the query's search terms that name
+    its time window. "What did I do yesterday?" is all time (t = 1): it asks for that day's
+    memories, which only the temporal arm holds (the other arms match its few other words in
+    any memory). So the temporal arm weighs w + t (W - w), W =
     settings.time_query_temporal_weight; a question that only mentions a time among its
     topic words (t small) keeps nearly the default weight.
 
@@ -49,10 +49,13 @@ def query_weights(
     """
     out = {name: float(weights.get(name, 1.0)) for name in ARMS}
     notes = []
-    time_share = _time_share(query, time_phrase, settings.keyword_cjk_terms)
     if time_share > 0 and out["temporal"] < settings.time_query_temporal_weight:
-        out["temporal"] += time_share * (settings.time_query_temporal_weight - out["temporal"])
-        notes.append(f"time words {time_share:.0%} of the query: temporal {out['temporal']:.2f}")
+        before = out["temporal"]
+        out["temporal"] += time_share * (settings.time_query_temporal_weight - before)
+        notes.append(
+            f"time words are {time_share:.0%} of the query's terms: temporal "
+            f"{before:.2f} -> {out['temporal']:.2f}"
+        )
     share = lang.cjk_share(query)
     if share == 0.0 or rules is None or rules.languages is None:
         return out, "; ".join(notes) or None
@@ -68,15 +71,17 @@ def query_weights(
     return out, "; ".join(notes)
 
 
-def _time_share(query: str, time_phrase: str | None, cjk_terms: str) -> float:
-    """The share of the query's search terms that are words of its time phrase."""
-    if not time_phrase:
+def time_share(query: str, where: tuple[int, int] | None, cjk_terms: str) -> float:
+    """The share of the query's search terms that lie in query[where] (its time words):
+    1 - terms of the rest / terms of the whole, so "yesterday's" counts as a time word."""
+    if where is None:
         return 0.0
     terms = fts.query_terms(query, cjk_terms)
     if not terms:
         return 0.0
-    timed = set(fts.query_terms(time_phrase, cjk_terms))
-    return sum(t in timed for t in terms) / len(terms)
+    start, end = where
+    rest = fts.query_terms(f"{query[:start]} {query[end:]}", cjk_terms)
+    return max(0.0, 1.0 - len(rest) / len(terms))
 
 
 def rrf(

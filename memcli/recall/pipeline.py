@@ -122,7 +122,7 @@ def _recall_once(
         )
     # "yesterday" in a question is the day before the user's local today (as in retain).
     found = query_window_phrase(query, utc_to_local(now))
-    window, time_phrase = found if found else (None, None)
+    window, time_words = found if found else (None, None)
     limit = BUDGETS[options.budget]
     filters = FactFilter(
         tuple(options.types) if options.types else None,
@@ -209,10 +209,17 @@ def _recall_once(
     t0 = time.perf_counter()
     # Arm weights for this query: an arm known to be weak for it weighs less (fusion.py).
     rules = getattr(model, "rules", None)
-    score_weights, weights_note = fusion.query_weights(
-        settings.score_weights, query, rules, settings, time_phrase
+    # A question about a time weighs the temporal arm by how much of it is time words; RRF
+    # (shown beside) keeps the reference weights.
+    share = (
+        fusion.time_share(query, time_words, settings.keyword_cjk_terms)
+        if "temporal" in arms
+        else 0.0
     )
-    rrf_weights, _ = fusion.query_weights(settings.arm_weights, query, rules, settings, time_phrase)
+    score_weights, weights_note = fusion.query_weights(
+        settings.score_weights, query, rules, settings, share
+    )
+    rrf_weights, _ = fusion.query_weights(settings.arm_weights, query, rules, settings)
     candidates = fusion.fuse(arms, settings.fusion, settings.rrf_k, rrf_weights, score_weights)
     for arm in arms.values():
         facts.update(arm.facts)
