@@ -440,7 +440,9 @@ async def _serve_stdio(server: Any) -> None:
             async with send:
                 async for item in wire_in:
                     if isinstance(item, Exception):
-                        await wire_out.send(SessionMessage(_wire_error(item)))
+                        error = _wire_error(item)
+                        if error is not None:
+                            await wire_out.send(SessionMessage(error))
                     else:
                         await send.send(item)
 
@@ -452,15 +454,25 @@ async def _serve_stdio(server: Any) -> None:
 
 def _wire_error(exc: Exception) -> Any:
     """The JSON-RPC error for a line the SDK could not read as a message: a parse error when
-    it is not JSON text (a lone surrogate escape included), else an invalid request."""
+    it is not JSON text (a lone surrogate escape included), else an invalid request, with
+    the line's id when it has one a client could be waiting on (else null). A blank line
+    gets no answer (None): it is no message, only spacing."""
     import mcp_types as types
 
     errors = getattr(exc, "errors", None)
-    kinds = {e.get("type") for e in errors()} if callable(errors) else set()
-    if "json_invalid" in kinds:
-        code, message = types.PARSE_ERROR, "Parse error: the line is not JSON text"
+    details = errors() if callable(errors) else []
+    inputs = [d.get("input") for d in details]
+    if any(d.get("type") == "json_invalid" for d in details):
+        if all(isinstance(i, str) and not i.strip() for i in inputs):
+            return None
+        code, message, request_id = types.PARSE_ERROR, "Parse error: the line is not JSON", None
     else:
         code, message = types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"
+        ids = [i.get("id") for i in inputs if isinstance(i, dict)]
+        # bool is an int to Python, but no JSON-RPC id.
+        request_id = next(
+            (i for i in ids if isinstance(i, (int, str)) and not isinstance(i, bool)), None
+        )
     return types.JSONRPCError(
-        jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message)
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
     )

@@ -239,7 +239,7 @@ def test_protocol_errors_on_the_wire_and_the_server_keeps_serving(db_path):
         proc.stdin.write(line + "\n")
         proc.stdin.flush()
 
-    def reply(request_id: int | None) -> dict:
+    def reply(request_id: int | str | None) -> dict:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             ready, _, _ = select.select([proc.stdout], [], [], 1.0)
@@ -276,6 +276,13 @@ def test_protocol_errors_on_the_wire_and_the_server_keeps_serving(db_path):
         assert reply(None)["error"]["code"] == -32700  # a lone surrogate is no JSON text
         send({"jsonrpc": "2.0", "result": "no id, no method"})
         assert reply(None)["error"]["code"] == -32600  # invalid request
+        send("")  # a blank line is spacing, not a message: no answer (the next one is 8's)
+        send({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": [1]})
+        answer = json.loads(proc.stdout.readline())
+        assert answer["id"] == 8  # its id is readable: the answer carries it
+        assert answer["error"]["code"] == -32600
+        send({"jsonrpc": "1.0", "id": "nine", "method": "tools/list"})
+        assert reply("nine")["error"]["code"] == -32600
         call = {"name": "recall", "arguments": {"query": "x", "max_tokens": "lots"}}
         send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call})
         assert reply(4)["result"]["isError"] is True
