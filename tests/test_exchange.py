@@ -400,3 +400,49 @@ def test_what_retain_accepts_imports_again(tmp_path: Path) -> None:
     dump = ok(mem(db, "export"))
     ok(mem(tmp_path / "b.db", "import", "-", input=dump))
     assert ok(mem(tmp_path / "b.db", "export")) == dump
+
+
+def test_an_import_into_a_new_path_makes_a_store_only_when_it_succeeds(
+    source: Path, tmp_path: Path
+) -> None:
+    """A failed import into a path with no store leaves no file there (an empty store looked
+    like a success to the next command), nor anything beside it; one that succeeds makes a
+    private store holding the bank."""
+    dump = ok(mem(source, "export"))
+    lines = dump.splitlines(keepends=True)
+    folder = tmp_path / "new" / "place"
+    fresh = folder / "mem.db"
+    for bad in ("".join(lines[:-1]), "not JSON\n", ""):
+        one_line_error(mem(fresh, "import", "-", input=bad))
+        assert not fresh.exists()
+        assert not folder.exists() or list(folder.iterdir()) == []
+    under_a_file = tmp_path / "a-file" / "mem.db"
+    under_a_file.parent.write_text("not a folder")
+    one_line_error(mem(under_a_file, "import", "-", input=dump), f"cannot create {under_a_file}")
+    ok(mem(fresh, "import", "-", input=dump))
+    assert sorted(p.name for p in folder.iterdir()) == ["mem.db"]
+    assert fresh.stat().st_mode & 0o777 == 0o600
+    assert ok(mem(fresh, "export")) == dump
+
+
+def test_a_store_made_meanwhile_at_the_path_is_left_alone(tmp_path: Path) -> None:
+    """Another process that creates the store while an import builds it wins: the import
+    fails in one line, and the other store is not touched."""
+    from memcli.store import StoreError, fill_new_store
+
+    fresh = tmp_path / "mem.db"
+
+    def fill(store: Store) -> None:
+        from datetime import datetime
+
+        with store.atomic():
+            store.ensure_bank("mine", datetime(2026, 1, 1))
+        ok(mem(fresh, "--bank", "theirs", "retain", "Made by another process."))
+
+    with pytest.raises(StoreError, match="another process"):
+        fill_new_store(fresh, fill)
+    with Store(fresh) as s:
+        assert s.bank_id("mine") is None and s.bank_id("theirs") is not None
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
+        "mem.db"
+    ]

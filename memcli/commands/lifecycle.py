@@ -526,7 +526,6 @@ def import_bank(
     source = getattr(state, "sources", {}).get("bank")
     chosen = source is not None and getattr(source, "source", "default") != "default"
     target = into or (state.bank if chosen or state.bank != "default" else None)
-    store = open_store(create=True)
     bar_ctx: Any = None
     advance: Any = None
     header_seen: dict[str, Any] = {}
@@ -562,25 +561,38 @@ def import_bank(
         except ModelError as exc:
             fail(str(exc))
 
+    def run(store: Any) -> Any:
+        try:
+            return exchange.import_lines(
+                store,
+                fh,
+                name=name,
+                bank=target,
+                embedder=bank_model,
+                reembed=reembed,
+                progress=lambda n: advance(n) if advance else None,
+                on_header=on_header,
+            )
+        except UnicodeDecodeError as exc:
+            fail(f"{name} is not UTF-8 text (bad byte at offset {exc.start}); nothing imported")
+
+    db = Path(state.db).expanduser()
     try:
         with _errors():
-            try:
-                report = exchange.import_lines(
-                    store,
-                    fh,
-                    name=name,
-                    bank=target,
-                    embedder=bank_model,
-                    reembed=reembed,
-                    progress=lambda n: advance(n) if advance else None,
-                    on_header=on_header,
-                )
-            except UnicodeDecodeError as exc:
-                fail(f"{name} is not UTF-8 text (bad byte at offset {exc.start}); nothing imported")
+            if os.path.lexists(db):
+                store = open_store(create=True)
+                try:
+                    report = run(store)
+                finally:
+                    store.close()
+            else:
+                # No store yet: it appears only if the import succeeds (store/__init__.py).
+                from memcli.store import fill_new_store
+
+                report = fill_new_store(db, run)
     finally:
         if bar_ctx is not None:
             bar_ctx.__exit__(None, None, None)
-        store.close()
         if fh is not sys.stdin:
             fh.close()
     if as_json:

@@ -7,6 +7,12 @@ rest of mem uses. Opening never modifies a file that is not a mem store (base.py
 
 from __future__ import annotations
 
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
 from memcli.store.banks import BanksMixin, check_bank_name
 from memcli.store.base import StoreBase, is_sqlite_file
 from memcli.store.documents import DocumentsMixin
@@ -51,6 +57,56 @@ class Store(
     """A connection to one mem store. Use as a context manager; write inside atomic()."""
 
 
+T = TypeVar("T")
+
+
+def fill_new_store(path: str | os.PathLike, fill: Callable[[Store], T]) -> T:
+    """Make the store at `path`, where there is none yet, from what fill(store) writes.
+
+    The store is built under a temporary name beside path and linked into place only once
+    fill has returned and every connection is closed, so a failure or an interrupt leaves
+    no file at path (an empty store there looked like a success to the next command). When
+    another process creates a store at path meanwhile, its store is left as it is and this
+    raises StoreError."""
+    path = Path(path).expanduser()
+    staging = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.building")
+    try:
+        try:
+            store = Store(staging, create=True)
+        except OSError as exc:  # a parent that is a file, a folder that cannot be made
+            raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from exc
+        except StoreError as exc:  # named after the path the user gave, not the staging one
+            raise StoreError(str(exc).replace(str(staging), str(path))) from exc
+        try:
+            result = fill(store)
+        finally:
+            store.close()
+        # The last connection's close folds the write-ahead log into the file; a log left
+        # behind holds commits the linked file would lack.
+        wal = Path(f"{staging}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreError(f"could not finish {path}: its new log was not written back")
+        try:
+            os.link(staging, path)
+        except FileExistsError:
+            raise StoreError(
+                f"another process created {path} meanwhile; nothing was added to it: run "
+                "the command again to add to that store"
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from exc
+        return result
+    finally:
+        for leftover in (
+            staging,
+            *(Path(f"{staging}{end}") for end in ("-wal", "-shm", "-journal")),
+        ):
+            try:
+                leftover.unlink()
+            except OSError:  # not made, or its folder could not be
+                pass
+
+
 __all__ = [
     "APPLICATION_ID",
     "BUSY_TIMEOUT_MS",
@@ -67,6 +123,7 @@ __all__ = [
     "StoreReadOnly",
     "check_bank_name",
     "content_hash",
+    "fill_new_store",
     "is_sqlite_file",
     "iso",
     "parse_iso",
