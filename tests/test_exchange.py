@@ -4,6 +4,11 @@ store and the real embedder, and bad files that leave the store exactly as it wa
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -446,3 +451,45 @@ def test_a_store_made_meanwhile_at_the_path_is_left_alone(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
         "mem.db"
     ]
+
+
+@pytest.fixture(scope="module")
+def big_export(tmp_path_factory) -> Path:
+    """An export of 300 facts without vectors: importing it embeds them again (seconds)."""
+    folder = tmp_path_factory.mktemp("big")
+    db = folder / "source.db"
+    rows = [
+        {"id": f"n{i}", "text": f"Note {i}: the parcel for flat {i} came on day {i % 28 + 1}."}
+        for i in range(300)
+    ]
+    ok(mem(db, "retain", "--jsonl", str(write_jsonl(folder / "n.jsonl", rows))))
+    out = folder / "export.jsonl"
+    ok(mem(db, "export", "-o", str(out)))
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_an_import_into_a_new_path_stopped_midway_leaves_no_store(big_export, tmp_path, sig):
+    fresh = tmp_path / "mem.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memcli", "--db", str(fresh), "import", str(big_export)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120
+    while not any(p.name.endswith(".building") for p in tmp_path.iterdir()):
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "the import never started building"
+        time.sleep(0.02)
+    time.sleep(0.3)  # into the facts
+    os.kill(proc.pid, sig)
+    proc.wait(60)
+    assert proc.returncode == (-9 if sig == signal.SIGKILL else 130), proc.stderr.read()
+    assert not fresh.exists()
+    if sig == signal.SIGINT:  # Ctrl-C also removes what it built; kill -9 leaves it hidden
+        assert list(tmp_path.iterdir()) == []
+    # The same import run to its end makes the store.
+    ok(mem(fresh, "import", str(big_export)))
+    with Store(fresh) as s:
+        assert s.fact_count() == 300
