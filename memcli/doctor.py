@@ -5,7 +5,8 @@ Checks: the store (SQLite quick_check, foreign keys, FTS5 integrity-check, facts
 = vectors with the differing ids named, orphan rows), each bank's embedder fingerprint
 against the model mem would load for it, the model cache (every converted GGUF against the
 hash written beside it, the bundled embedder's source weights against the upstream hash),
-sqlite-vec, SQLite and llama.cpp versions, and token counting with no network.
+sqlite-vec, SQLite and llama.cpp versions, token counting with no network, and files a
+killed process left beside the store while building one.
 """
 
 from __future__ import annotations
@@ -277,6 +278,7 @@ def run(
                     checks += embedder_checks(store, embedder_override)
             except StoreError as exc:  # a damaged file: say so, and go on with the rest
                 checks.append(Check("store", FAIL, f"{exc} (its checks could not finish)"))
+        checks.append(leftover_check(db))
         if progress:
             progress("hashing the model cache")
         checks += model_cache_checks()
@@ -286,6 +288,28 @@ def run(
         if store is not None:
             store.close()
     return checks
+
+
+def leftover_check(db: Path) -> Check:
+    """Files beside the store that a store was being built in (a first retain, an import
+    into a new path) when its process was killed: never the store itself."""
+    from memcli.store import staging_leftovers
+
+    found = staging_leftovers(db)
+    if not found:
+        return Check("files left beside the store", OK, "none")
+    dead = [p.name for p, running in found if not running]
+    live = [p.name for p, running in found if running]
+    parts = []
+    if dead:
+        parts.append(
+            f"{len(dead)} left by killed processes ({', '.join(dead[:3])}"
+            f"{' ...' if len(dead) > 3 else ''}): the next retain or import removes them, or "
+            "delete them; none is the store"
+        )
+    if live:
+        parts.append(f"{len(live)} in use by a running mem process")
+    return Check("files left beside the store", WARN if dead else OK, "; ".join(parts))
 
 
 def failed(checks: list[Check]) -> list[Check]:

@@ -55,6 +55,7 @@ def test_passes_on_a_fresh_store_and_prints_every_check(db_path):
         "sqlite-vec: v0.1.9",
         "llama.cpp",
         "tiktoken offline",
+        "files left beside the store: none",
     ):
         assert name in r.stdout, name
     assert "FAIL" not in r.stdout and "\x1b[" not in r.stdout

@@ -487,9 +487,14 @@ def test_an_import_into_a_new_path_stopped_midway_leaves_no_store(big_export, tm
     proc.wait(60)
     assert proc.returncode == (-9 if sig == signal.SIGKILL else 130), proc.stderr.read()
     assert not fresh.exists()
-    if sig == signal.SIGINT:  # Ctrl-C also removes what it built; kill -9 leaves it hidden
+    if sig == signal.SIGINT:  # Ctrl-C also removes what it built
         assert list(tmp_path.iterdir()) == []
-    # The same import run to its end makes the store.
+    else:  # kill -9 cannot: the doctor names what it left, never the store
+        r = mem(fresh, "doctor", "--format", "json")
+        left = next(c for c in json.loads(r.stdout)["checks"] if c["name"].startswith("files"))
+        assert left["status"] == "warn" and ".building" in left["detail"], left
+    # The same import run to its end makes the store, and removes what the killed one left.
     ok(mem(fresh, "import", str(big_export)))
     with Store(fresh) as s:
         assert s.fact_count() == 300
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mem.db"]

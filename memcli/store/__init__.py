@@ -8,13 +8,18 @@ rest of mem uses. Opening never modifies a file that is not a mem store (base.py
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from memcli.store.banks import BanksMixin, check_bank_name
-from memcli.store.base import StoreBase, is_sqlite_file
+from memcli.store.base import (
+    StoreBase,
+    is_sqlite_file,
+    remove_dead_staging,
+    staging_leftovers,
+    staging_path,
+)
 from memcli.store.documents import DocumentsMixin
 from memcli.store.entities import EntitiesMixin
 from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsMixin
@@ -69,7 +74,8 @@ def fill_new_store(path: str | os.PathLike, fill: Callable[[Store], T]) -> T:
     another process creates a store at path meanwhile, its store is left as it is and this
     raises StoreError."""
     path = Path(path).expanduser()
-    staging = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.building")
+    remove_dead_staging(path)
+    staging = staging_path(path, "building")
     try:
         try:
             store = Store(staging, create=True)
@@ -125,6 +131,7 @@ __all__ = [
     "content_hash",
     "fill_new_store",
     "is_sqlite_file",
+    "staging_leftovers",
     "iso",
     "parse_iso",
 ]

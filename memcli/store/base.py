@@ -142,6 +142,61 @@ def _run_migrations(conn: apsw.Connection, path: Path) -> None:
         conn.execute("PRAGMA foreign_keys = ON")
 
 
+# What a store is built under before it is linked into place: ".NAME.PID-HEX.new" (its
+# schema, _create) or ".NAME.PID-HEX.building" (a whole import, store.fill_new_store), with
+# SQLite's "-wal", "-shm" and "-journal" beside it while it is open.
+_STAGING_KINDS = ("new", "building")
+
+
+def staging_path(path: Path, kind: str) -> Path:
+    """A fresh name beside path to build a store under (kind: one of _STAGING_KINDS)."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.{kind}")
+
+
+def staging_leftovers(path: Path) -> list[tuple[Path, bool]]:
+    """Files beside path left by building a store, with whether the process that made them
+    still runs (its id is in the name). A killed process's are garbage: never the store."""
+    import re
+
+    pattern = re.compile(
+        rf"^\.{re.escape(path.name)}\.(\d+)-[0-9a-f]{{8}}\.({'|'.join(_STAGING_KINDS)})"
+        r"(-wal|-shm|-journal)?$"
+    )
+    out = []
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        m = pattern.match(entry.name)
+        if m:
+            out.append((entry, _process_runs(int(m.group(1)))))
+    return sorted(out)
+
+
+def remove_dead_staging(path: Path) -> None:
+    """Delete what killed processes left while building a store at path (kill -9 during a
+    first retain or an import into a new path); a running process's files are kept."""
+    for leftover, running in staging_leftovers(path):
+        if not running:
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
+
+
+def _process_runs(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it runs
+        return True
+    return True
+
+
 def _create(path: Path) -> None:
     """Write a new store next to path and link it into place; losing the race to another
     process creating the same path is fine (its store is used)."""
@@ -152,7 +207,8 @@ def _create(path: Path) -> None:
         for folder in reversed([parent, *parent.parents]):
             if not folder.exists():
                 folder.mkdir(mode=0o700, exist_ok=True)
-    tmp = parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.new"
+    remove_dead_staging(path)
+    tmp = staging_path(path, "new")
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     os.close(fd)
     try:
