@@ -295,11 +295,14 @@ def leftover_check(db: Path) -> Check:
     into a new path) when its process was killed: never the store itself."""
     from memcli.store import staging_leftovers
 
-    found = staging_leftovers(db)
+    try:
+        found = staging_leftovers(db)
+    except OSError as exc:
+        return Check("files left beside the store", WARN, f"could not look in {db.parent}: {exc}")
     if not found:
         return Check("files left beside the store", OK, "none")
-    dead = [p.name for p, running in found if not running]
-    live = [p.name for p, running in found if running]
+    dead = [f.path.name for f in found if not f.in_use]
+    live = [f.path.name for f in found if f.in_use]
     parts = []
     if dead:
         parts.append(
@@ -308,7 +311,7 @@ def leftover_check(db: Path) -> Check:
             "delete them; none is the store"
         )
     if live:
-        parts.append(f"{len(live)} in use by a running mem process")
+        parts.append(f"{len(live)} being built by a running process")
     return Check("files left beside the store", WARN if dead else OK, "; ".join(parts))
 
 

@@ -498,3 +498,57 @@ def test_an_import_into_a_new_path_stopped_midway_leaves_no_store(big_export, tm
     with Store(fresh) as s:
         assert s.fact_count() == 300
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mem.db"]
+
+
+def test_only_a_killed_builders_files_are_removed(tmp_path: Path) -> None:
+    """A staging file whose builder is gone is removed by the next command that may write;
+    one whose builder still holds its lock is kept, even with a process id that runs
+    nowhere here (another PID namespace or host on a shared folder)."""
+    import fcntl
+
+    store = tmp_path / "m.db"
+    ok(mem(store, "retain", "Something kept."))
+    dead = tmp_path / ".m.db.999999-deadbeef.building"
+    held = tmp_path / ".m.db.999998-0badf00d.new"
+    for f in (dead, Path(f"{dead}-wal"), held, Path(f"{held}-journal")):
+        f.write_bytes(b"x")
+    odd = tmp_path / ".m.db.99999999999999999999-deadbeef.new"  # no real process id
+    odd.write_bytes(b"x")
+    fd = os.open(held, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        doctor = json.loads(ok(mem(store, "doctor", "--format", "json")))
+        left = next(c for c in doctor["checks"] if c["name"] == "files left beside the store")
+        assert left["status"] == "warn" and dead.name in left["detail"], left
+        assert "1 being built" not in left["detail"] and "2 being built" in left["detail"]
+        ok(mem(store, "retain", "Something else."))  # an existing store: still cleared
+        names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".m.db."))
+        assert names == sorted([held.name, f"{held.name}-journal", odd.name])
+    finally:
+        os.close(fd)
+    ok(mem(store, "retain", "A third thing."))  # the lock is gone: now it is garbage
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".m.db."))
+    assert names == [odd.name]  # a name with no valid process id is never taken as ours
+
+
+def test_a_full_disk_during_an_import_into_a_new_path_names_that_path(
+    big_export: Path, tmp_path: Path
+) -> None:
+    import resource
+
+    dump = big_export
+    empty = tmp_path / "empty.db"
+    Store(empty).close()
+    limit = empty.stat().st_size + 64 * 1024  # room for the schema, not for 300 facts
+    empty.unlink()
+    fresh = tmp_path / "new" / "mem.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(fresh), "import", str(dump)],
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(f"mem: error: disk full writing {fresh} ("), proc.stderr
+    assert ".building" not in proc.stderr and not fresh.exists()
+    assert list(fresh.parent.iterdir()) == []

@@ -14,9 +14,13 @@ from typing import TypeVar
 
 from memcli.store.banks import BanksMixin, check_bank_name
 from memcli.store.base import (
+    StagingFile,
     StoreBase,
+    build_schema,
     is_sqlite_file,
+    make_private_folders,
     remove_dead_staging,
+    remove_staging,
     staging_leftovers,
     staging_path,
 )
@@ -68,23 +72,33 @@ T = TypeVar("T")
 def fill_new_store(path: str | os.PathLike, fill: Callable[[Store], T]) -> T:
     """Make the store at `path`, where there is none yet, from what fill(store) writes.
 
-    The store is built under a temporary name beside path and linked into place only once
-    fill has returned and every connection is closed, so a failure or an interrupt leaves
-    no file at path (an empty store there looked like a success to the next command). When
-    another process creates a store at path meanwhile, its store is left as it is and this
-    raises StoreError."""
+    The store is built under a hidden name beside path and linked into place only once fill
+    has returned and every connection is closed, so a failure or an interrupt leaves no file
+    at path (an empty store there looked like a success to the next command). When another
+    process creates a store at path meanwhile, its store is left as it is and this raises
+    StoreError. Messages name path, never the hidden one."""
     path = Path(path).expanduser()
-    remove_dead_staging(path)
     staging = staging_path(path, "building")
+
+    def named(exc: StoreError) -> StoreError:
+        text = str(exc).replace(str(staging), str(path)).replace(staging.name, path.name)
+        return StoreError(text)
+
+    fd = None
     try:
         try:
-            store = Store(staging, create=True)
+            make_private_folders(path)
+            remove_dead_staging(path)
+            fd = build_schema(staging)
+            store = Store(staging, create=False)
         except OSError as exc:  # a parent that is a file, a folder that cannot be made
             raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from exc
-        except StoreError as exc:  # named after the path the user gave, not the staging one
-            raise StoreError(str(exc).replace(str(staging), str(path))) from exc
+        except StoreError as exc:
+            raise named(exc) from exc
         try:
             result = fill(store)
+        except StoreError as exc:  # disk full, busy, damaged: about the store at path
+            raise named(exc) from exc
         finally:
             store.close()
         # The last connection's close folds the write-ahead log into the file; a log left
@@ -103,14 +117,9 @@ def fill_new_store(path: str | os.PathLike, fill: Callable[[Store], T]) -> T:
             raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from exc
         return result
     finally:
-        for leftover in (
-            staging,
-            *(Path(f"{staging}{end}") for end in ("-wal", "-shm", "-journal")),
-        ):
-            try:
-                leftover.unlink()
-            except OSError:  # not made, or its folder could not be
-                pass
+        remove_staging(staging)
+        if fd is not None:
+            os.close(fd)
 
 
 __all__ = [
@@ -122,6 +131,7 @@ __all__ = [
     "LINK_KINDS",
     "SCHEMA_VERSION",
     "Fact",
+    "StagingFile",
     "Store",
     "StoreBusy",
     "StoreError",

@@ -10,12 +10,15 @@ version). Anything else, an empty file included, is left untouched.
 from __future__ import annotations
 
 import errno
+import fcntl
 import itertools
 import os
+import re
 import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -144,8 +147,18 @@ def _run_migrations(conn: apsw.Connection, path: Path) -> None:
 
 # What a store is built under before it is linked into place: ".NAME.PID-HEX.new" (its
 # schema, _create) or ".NAME.PID-HEX.building" (a whole import, store.fill_new_store), with
-# SQLite's "-wal", "-shm" and "-journal" beside it while it is open.
+# SQLite's "-wal", "-shm" and "-journal" beside it while it is open. The builder holds an
+# flock on the file until it is done: a file whose lock anyone can take, and whose process
+# is gone, is garbage left by a killed process (a PID alone can be another namespace's or
+# another host's, on a shared folder).
 _STAGING_KINDS = ("new", "building")
+_SIBLINGS = ("-wal", "-shm", "-journal")
+
+
+@dataclass
+class StagingFile:
+    path: Path
+    in_use: bool  # its builder still holds it (or could not be ruled out)
 
 
 def staging_path(path: Path, kind: str) -> Path:
@@ -153,80 +166,134 @@ def staging_path(path: Path, kind: str) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.{kind}")
 
 
-def staging_leftovers(path: Path) -> list[tuple[Path, bool]]:
-    """Files beside path left by building a store, with whether the process that made them
-    still runs (its id is in the name). A killed process's are garbage: never the store."""
-    import re
-
-    pattern = re.compile(
-        rf"^\.{re.escape(path.name)}\.(\d+)-[0-9a-f]{{8}}\.({'|'.join(_STAGING_KINDS)})"
-        r"(-wal|-shm|-journal)?$"
+def _staging_pattern(path: Path) -> re.Pattern[str]:
+    kinds = "|".join(_STAGING_KINDS)
+    return re.compile(
+        rf"^\.{re.escape(path.name)}\.(\d{{1,10}})-[0-9a-f]{{8}}\.({kinds})"
+        rf"({'|'.join(_SIBLINGS)})?$"
     )
+
+
+def staging_leftovers(path: Path) -> list[StagingFile]:
+    """The files beside path that a store was being built in (never the store itself).
+    OSError when the folder cannot be listed."""
+    pattern = _staging_pattern(path)
+    found = sorted(e for e in path.parent.iterdir() if pattern.match(e.name))
+    mains = {e for e in found if not e.name.endswith(_SIBLINGS)}
     out = []
-    try:
-        entries = list(path.parent.iterdir())
-    except OSError:
-        return []
-    for entry in entries:
+    for entry in found:
         m = pattern.match(entry.name)
-        if m:
-            out.append((entry, _process_runs(int(m.group(1)))))
-    return sorted(out)
+        assert m is not None
+        main = entry if m.group(3) is None else entry.with_name(entry.name[: -len(m.group(3))])
+        if _process_runs(int(m.group(1))):
+            in_use = True
+        elif main in mains:
+            in_use = _locked(main)
+        else:  # a log or journal whose store file is gone: nobody can be using it
+            in_use = False
+        out.append(StagingFile(entry, in_use))
+    return out
 
 
 def remove_dead_staging(path: Path) -> None:
     """Delete what killed processes left while building a store at path (kill -9 during a
-    first retain or an import into a new path); a running process's files are kept."""
-    for leftover, running in staging_leftovers(path):
-        if not running:
+    first retain or an import into a new path); files still being built are kept."""
+    try:
+        leftovers = staging_leftovers(path)
+    except OSError:
+        return
+    for leftover in leftovers:
+        if not leftover.in_use:
             try:
-                leftover.unlink()
+                leftover.path.unlink()
             except OSError:
                 pass
 
 
 def _process_runs(pid: int) -> bool:
+    """Whether a process with this id runs here (True when that cannot be ruled out)."""
     if pid == os.getpid():
         return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # another user's process: it runs
+    except (OSError, OverflowError, ValueError):  # another user's, or no valid id
         return True
     return True
 
 
-def _create(path: Path) -> None:
-    """Write a new store next to path and link it into place; losing the race to another
-    process creating the same path is fine (its store is used)."""
+def _locked(file: Path) -> bool:
+    """Whether another open file description holds an flock on file (its builder)."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def make_private_folders(path: Path) -> None:
+    """Create path's missing folders, each 0700 (mkdir(parents=True) gives only the last one
+    the mode; the rest would follow the umask)."""
     parent = path.parent
     if not parent.exists():
-        # Every folder we create is private (mkdir(parents=True) gives only the last one
-        # the mode; the rest would follow the umask).
         for folder in reversed([parent, *parent.parents]):
             if not folder.exists():
                 folder.mkdir(mode=0o700, exist_ok=True)
-    remove_dead_staging(path)
-    tmp = staging_path(path, "new")
-    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    os.close(fd)
+
+
+def build_schema(tmp: Path) -> int:
+    """Create tmp (0600, which must not exist) with the whole schema; returns an open file
+    descriptor holding the builder's flock on it. Close it only after every SQLite
+    connection to tmp is closed: closing another descriptor of a file drops the POSIX locks
+    SQLite holds on it in this process."""
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         conn = _connect(tmp, apsw.SQLITE_OPEN_READWRITE)
         try:
             _run_migrations(conn, tmp)
         finally:
             conn.close()
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def remove_staging(tmp: Path) -> None:
+    """Delete a staging file and SQLite's files beside it."""
+    for leftover in (tmp, *(Path(f"{tmp}{end}") for end in _SIBLINGS)):
+        try:
+            leftover.unlink()
+        except OSError:  # not made, or its folder could not be
+            pass
+
+
+def _create(path: Path) -> None:
+    """Write a new store next to path and link it into place; losing the race to another
+    process creating the same path is fine (its store is used)."""
+    make_private_folders(path)
+    remove_dead_staging(path)
+    tmp = staging_path(path, "new")
+    fd = None
+    try:
+        fd = build_schema(tmp)
         try:
             os.link(tmp, path)
         except FileExistsError:
             pass
     finally:
-        for leftover in (tmp, Path(f"{tmp}-journal")):
-            try:
-                leftover.unlink()
-            except FileNotFoundError:
-                pass
+        remove_staging(tmp)
+        if fd is not None:
+            os.close(fd)
 
 
 class StoreBase:
@@ -236,6 +303,8 @@ class StoreBase:
         self, path: str | os.PathLike, *, create: bool = True, readonly: bool = False
     ) -> None:
         self.path = Path(path).expanduser()
+        if create and not readonly:  # a command that may write: clear a killed one's litter
+            remove_dead_staging(self.path)
         try:
             version = inspect_file(self.path)
             if version is None:
