@@ -7,6 +7,7 @@ import os
 from datetime import datetime
 from typing import Any
 
+from memcli.store.base import process_runs
 from memcli.store.types import StoreError, iso
 
 STAGING_PREFIX = "\x00staging:"
@@ -108,18 +109,6 @@ class BanksMixin:
         for bank_id, owner in self.conn.execute(
             "SELECT id, owner FROM banks WHERE kind = 'staging'"
         ).fetchall():
-            if owner is None or not _process_alive(int(owner)):
+            if owner is None or not process_runs(int(owner)):
                 out.append(bank_id)
         return out
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -185,7 +185,7 @@ def staging_leftovers(path: Path) -> list[StagingFile]:
         m = pattern.match(entry.name)
         assert m is not None
         main = entry if m.group(3) is None else entry.with_name(entry.name[: -len(m.group(3))])
-        if _process_runs(int(m.group(1))):
+        if process_runs(int(m.group(1))):
             in_use = True
         elif main in mains:
             in_use = _locked(main)
@@ -210,7 +210,7 @@ def remove_dead_staging(path: Path) -> None:
                 pass
 
 
-def _process_runs(pid: int) -> bool:
+def process_runs(pid: int) -> bool:
     """Whether a process with this id runs here (True when that cannot be ruled out)."""
     if pid == os.getpid():
         return True
