@@ -555,3 +555,32 @@ def test_a_query_of_only_controls_is_a_usage_error(db_path, query):
     r = mem(db_path, "recall", query)
     assert r.exit_code == 2 and r.stdout == ""
     one_error_line(r.stderr, "query")
+
+
+def test_a_failed_import_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path):
+    """The progress bar is closed before the error is printed: the message starts its own
+    line and no bar is drawn after it (it used to follow the bar's text on its line)."""
+    import re
+
+    source = tmp_path / "source.db"
+    rows = [{"text": f"Terminal line {i} about the orchard."} for i in range(150)]
+    assert (
+        mem(source, "retain", "--jsonl", str(write_jsonl(tmp_path / "t.jsonl", rows))).exit_code
+        == 0
+    )
+    dump = tmp_path / "dump.jsonl"
+    assert mem(source, "export", "-o", str(dump)).exit_code == 0
+    lines = dump.read_text().splitlines(keepends=True)
+    lines[-2] = '{"kind": "link", "cut short\n'  # after every fact: the bar is at its end
+    dump.write_text("".join(lines))
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    env["TERM"] = "xterm-256color"
+    argv = [sys.executable, "-m", "memcli", "--db", str(tmp_path / "new.db"), "import", str(dump)]
+    code, out = _run_in_pty(argv, env)
+    assert code == 1 and "Traceback" not in out, out
+    assert "importing" in out  # the bar was drawn
+    before, after = out.split("mem: error: ", 1)
+    line_start = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", before.rsplit("\n", 1)[-1]).strip()
+    assert line_start == "", repr(before[-200:])
+    assert "importing" not in after and "not JSON" in after
+    assert not (tmp_path / "new.db").exists()

@@ -509,6 +509,7 @@ def import_bank(
     """Import a `mem export` file into a new bank, in one transaction (all or nothing)."""
     from memcli import exchange
     from memcli import progress as progress_mod
+    from memcli.lifecycle import LifecycleError
 
     if file == "-":
         fh = sys.stdin
@@ -546,20 +547,18 @@ def import_bank(
         override = configured("embedder", embedder)
         named = None if reembed else header_seen["bank"].get("embedder")
         bank_name = target or header_seen["bank"]["name"]
+        # Errors are raised, not printed here: the progress bar is closed first (_errors).
         try:
-            try:
-                spec = choice.for_bank(named, override, bank=bank_name).spec
-            except ModelError:
-                if header_seen.get("vectors"):
-                    fail(
-                        f"{name} holds vectors of {named}, a model file mem does not ship: "
-                        "give it with --embedder PATH, or add --reembed to embed the facts "
-                        "again with the current model"
-                    )
-                spec = choice.for_bank(None, override, bank=bank_name).spec
-            return load_embedder(spec)
-        except ModelError as exc:
-            fail(str(exc))
+            spec = choice.for_bank(named, override, bank=bank_name).spec
+        except ModelError:
+            if header_seen.get("vectors"):
+                raise LifecycleError(
+                    f"{name} holds vectors of {named}, a model file mem does not ship: "
+                    "give it with --embedder PATH, or add --reembed to embed the facts "
+                    "again with the current model"
+                ) from None
+            spec = choice.for_bank(None, override, bank=bank_name).spec
+        return load_embedder(spec)
 
     def run(store: Any) -> Any:
         try:
@@ -574,11 +573,14 @@ def import_bank(
                 on_header=on_header,
             )
         except UnicodeDecodeError as exc:
-            fail(f"{name} is not UTF-8 text (bad byte at offset {exc.start}); nothing imported")
+            raise LifecycleError(
+                f"{name} is not UTF-8 text (bad byte at offset {exc.start}); nothing imported"
+            ) from None
 
     db = Path(state.db).expanduser()
-    try:
-        with _errors():
+    # The bar is closed before an error is printed, so the message starts its own line.
+    with _errors():
+        try:
             if os.path.lexists(db):
                 store = open_store(create=True)
                 try:
@@ -590,11 +592,11 @@ def import_bank(
                 from memcli.store import fill_new_store
 
                 report = fill_new_store(db, run)
-    finally:
-        if bar_ctx is not None:
-            bar_ctx.__exit__(None, None, None)
-        if fh is not sys.stdin:
-            fh.close()
+        finally:
+            if bar_ctx is not None:
+                bar_ctx.__exit__(None, None, None)
+            if fh is not sys.stdin:
+                fh.close()
     if as_json:
         typer.echo(
             _dumps(
