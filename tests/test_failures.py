@@ -584,3 +584,23 @@ def test_a_failed_import_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path
     assert line_start == "", repr(before[-200:])
     assert "importing" not in after and "not JSON" in after
     assert not (tmp_path / "new.db").exists()
+
+
+def test_a_failed_reembed_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path):
+    """As for import: a full disk during `mem reembed` at a terminal (a file size limit)
+    prints its one line after the bar is closed, not after the bar's text."""
+    import re
+
+    db = tmp_path / "mem.db"
+    rows = [{"text": f"Terminal line {i} about the orchard."} for i in range(150)]
+    assert mem(db, "retain", "--jsonl", str(write_jsonl(tmp_path / "t.jsonl", rows))).exit_code == 0
+    limit_kb = db.stat().st_size // 1024 + 64  # the new vectors do not fit
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    env["TERM"] = "xterm-256color"
+    mem_cmd = f"{sys.executable} -m memcli --db {db} reembed"
+    code, out = _run_in_pty(["/bin/sh", "-c", f"ulimit -f {limit_kb}; exec {mem_cmd}"], env)
+    assert code == 1 and "Traceback" not in out, out
+    before, after = out.split("mem: error: ", 1)
+    line_start = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", before.rsplit("\n", 1)[-1]).strip()
+    assert line_start == "", repr(before[-200:])
+    assert "re-embedding" not in after and "disk full" in after

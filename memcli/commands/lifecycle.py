@@ -646,8 +646,9 @@ def reembed(
         bar_ctx = progress_mod.bar(total - staged, "re-embedding")
         advance = bar_ctx.__enter__()
 
-    try:
-        with _errors():
+    # The bar is closed before an error is printed, so the message starts its own line.
+    with _errors():
+        try:
             report = lifecycle.reembed(
                 store,
                 state.bank,
@@ -655,10 +656,10 @@ def reembed(
                 progress=lambda n: advance(n) if advance else None,
                 on_total=on_total,
             )
-    finally:
-        if bar_ctx is not None:
-            bar_ctx.__exit__(None, None, None)
-        store.close()
+        finally:
+            if bar_ctx is not None:
+                bar_ctx.__exit__(None, None, None)
+            store.close()
     if as_json:
         typer.echo(_dumps(report.__dict__))
     if report.interrupted:
