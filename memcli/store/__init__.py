@@ -85,9 +85,11 @@ def fill_new_store(path: str | os.PathLike, fill: Callable[[Store], T]) -> T:
         return StoreError(text)
 
     fd = None
+    made: list[Path] = []
+    done = False
     try:
         try:
-            make_private_folders(path)
+            made = make_private_folders(path)
             remove_dead_staging(path)
             fd = build_schema(staging)
             store = Store(staging, create=False)
@@ -115,11 +117,18 @@ def fill_new_store(path: str | os.PathLike, fill: Callable[[Store], T]) -> T:
             ) from None
         except OSError as exc:
             raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from exc
+        done = True
         return result
     finally:
         remove_staging(staging)
         if fd is not None:
             os.close(fd)
+        if not done:  # the folders made for it go too, if nothing else came into them
+            for folder in reversed(made):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
 
 
 __all__ = [

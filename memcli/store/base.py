@@ -239,14 +239,17 @@ def _locked(file: Path) -> bool:
         os.close(fd)
 
 
-def make_private_folders(path: Path) -> None:
+def make_private_folders(path: Path) -> list[Path]:
     """Create path's missing folders, each 0700 (mkdir(parents=True) gives only the last one
-    the mode; the rest would follow the umask)."""
+    the mode; the rest would follow the umask); returns those it made, outermost first."""
+    made: list[Path] = []
     parent = path.parent
     if not parent.exists():
         for folder in reversed([parent, *parent.parents]):
             if not folder.exists():
                 folder.mkdir(mode=0o700, exist_ok=True)
+                made.append(folder)
+    return made
 
 
 def build_schema(tmp: Path) -> int:
