@@ -150,7 +150,7 @@ __all__ = [
     "content_hash",
     "fill_new_store",
     "is_sqlite_file",
-    "staging_leftovers",
     "iso",
     "parse_iso",
+    "staging_leftovers",
 ]

@@ -178,12 +178,13 @@ def staging_leftovers(path: Path) -> list[StagingFile]:
     """The files beside path that a store was being built in (never the store itself).
     OSError when the folder cannot be listed."""
     pattern = _staging_pattern(path)
-    found = sorted(e for e in path.parent.iterdir() if pattern.match(e.name))
-    mains = {e for e in found if not e.name.endswith(_SIBLINGS)}
+    found = sorted(
+        ((entry, m) for entry in path.parent.iterdir() if (m := pattern.match(entry.name))),
+        key=lambda pair: pair[0],
+    )
+    mains = {entry for entry, m in found if m.group(3) is None}
     out = []
-    for entry in found:
-        m = pattern.match(entry.name)
-        assert m is not None
+    for entry, m in found:
         main = entry if m.group(3) is None else entry.with_name(entry.name[: -len(m.group(3))])
         if process_runs(int(m.group(1))):
             in_use = True
@@ -283,8 +284,7 @@ def remove_staging(tmp: Path) -> None:
 def _create(path: Path) -> None:
     """Write a new store next to path and link it into place; losing the race to another
     process creating the same path is fine (its store is used)."""
-    make_private_folders(path)
-    remove_dead_staging(path)
+    make_private_folders(path)  # (StoreBase.__init__ has cleared killed builders' files)
     tmp = staging_path(path, "new")
     fd = None
     try:
