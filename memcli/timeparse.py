@@ -31,7 +31,7 @@ Conventions (shared with the rest of ``mem``):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any
@@ -62,10 +62,14 @@ class TimeSpan:
 
     Half-open so that consecutive periods tile without overlap or gaps: the day 2023-05-07 is
     ``[2023-05-07T00:00, 2023-05-08T00:00)`` and May 2023 ends where June 2023 starts.
+
+    ``open_ended``: a query window that one side of runs to now or to :data:`OPEN_START`
+    ("since May", "before 2020"): it asks for all of its time alike, it has no centre.
     """
 
     start: datetime
     end: datetime
+    open_ended: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.end < self.start:
@@ -89,9 +93,13 @@ class TimeSpan:
         """True when the two half-open spans share at least an instant."""
         return self.start < other.end and other.start < self.end
 
-    def to_json(self) -> dict[str, str]:
-        """ISO strings for traces and JSON output (naive, meaning UTC)."""
-        return {"start": self.start.isoformat(), "end": self.end.isoformat()}
+    def to_json(self) -> dict[str, Any]:
+        """ISO strings for traces and JSON output (naive: a fact's period and a query's
+        window are spans of the speaker's calendar, an instant is UTC)."""
+        out: dict[str, Any] = {"start": self.start.isoformat(), "end": self.end.isoformat()}
+        if self.open_ended:
+            out["open_ended"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TimeSpan:
@@ -99,6 +107,7 @@ class TimeSpan:
         return cls(
             to_utc_naive(datetime.fromisoformat(str(data["start"]))),
             to_utc_naive(datetime.fromisoformat(str(data["end"]))),
+            open_ended=data.get("open_ended") is True,
         )
 
 
@@ -455,19 +464,21 @@ class _Scan:
         now = self.anchor
         if pre in _OPEN_AFTER:
             if span.start < now:
-                return _Hit(TimeSpan(span.start, now))
+                return _Hit(TimeSpan(span.start, now, open_ended=self.query))
             return _Hit(span)
         if not self.query:
             if pre in _OPEN_BEFORE | _OPEN_UNTIL | _OPEN_LATER:
                 return _Hit(span, confident=False)
             return _Hit(span)
         if pre in _OPEN_BEFORE:
-            return _Hit(TimeSpan(OPEN_START, span.start) if span.start > OPEN_START else span)
+            if span.start > OPEN_START:
+                return _Hit(TimeSpan(OPEN_START, span.start, open_ended=True))
+            return _Hit(span)
         if pre in _OPEN_UNTIL:
-            return _Hit(TimeSpan(OPEN_START, span.end))
+            return _Hit(TimeSpan(OPEN_START, span.end, open_ended=True))
         if pre in _OPEN_LATER:
             if span.end < now:
-                return _Hit(TimeSpan(span.end, now))
+                return _Hit(TimeSpan(span.end, now, open_ended=True))
             return _Hit(span, confident=False)
         return _Hit(span)
 

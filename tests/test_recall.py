@@ -424,3 +424,88 @@ def test_an_arm_with_a_score_floor_keeps_its_last_hit_in_fusion():
     floored = ArmResult("temporal", list(plain.hits), "temporal", score_floor=0.0)
     assert fusion.min_max(plain) == {1: 1.0, 2: 0.0}  # min-max: the last hit counts as missed
     assert fusion.min_max(floored) == {1: 1.0, 2: pytest.approx(0.6 / 0.9)}
+
+
+@pytest.mark.parametrize(
+    "query, days, expected",
+    [
+        # An open window ("since", "after", "before", "until") asks for all of its time
+        # alike: no part of it is nearer what was asked, so a more recent class is not
+        # pushed below one from the window's middle, and what lies outside comes last.
+        (
+            "how many pottery classes did I go to since January?",
+            [(2025, 12, 20), (2026, 6, 15), (2026, 11, 27)],
+            [(2026, 11, 27), (2026, 6, 15), (2025, 12, 20)],
+        ),
+        (
+            "what pottery classes did I go to after May?",
+            [(2026, 5, 20), (2026, 8, 10), (2026, 11, 27)],
+            [(2026, 11, 27), (2026, 8, 10), (2026, 5, 20)],
+        ),
+        (
+            "which pottery classes did I go to before March?",
+            [(2026, 2, 10), (2026, 4, 10)],
+            [(2026, 2, 10), (2026, 4, 10)],
+        ),
+        # A closed window keeps its centre: June's class before November's (a control).
+        (
+            "which pottery class did I go to in June?",
+            [(2026, 6, 15), (2026, 11, 27)],
+            [(2026, 6, 15), (2026, 11, 27)],
+        ),
+    ],
+)
+def test_an_open_time_window_weighs_all_of_its_time_alike(
+    store, remember, embedder, query, days, expected
+):
+    # One call each: the same text then makes the same vector and BM25 score (within one
+    # call each item would be the next one's lead-in), so only time tells the classes apart.
+    for day in days:
+        remember([RetainItem("I went to a pottery class.", timestamp=datetime(*day, 18))])
+    result = run(store, embedder, query, now=datetime(2026, 12, 4, 12))
+    got = [c.fact.occurred_start or c.fact.mentioned_at for c in result.results]
+    assert [(d.year, d.month, d.day) for d in got] == expected
+
+
+# Said in Tokyo (UTC+9), stored as UTC instants: now is 06:00 on 5 December there.
+_TOKYO_NOW = datetime(2026, 12, 4, 21)
+_TOKYO_DAY = [
+    RetainItem("Fed the neighbour's cat.", timestamp=datetime(2026, 12, 4, 20)),  # 05:00 today
+    RetainItem("Had sushi with Ken at the harbour.", timestamp=datetime(2026, 12, 4, 8)),  # 17:00
+    RetainItem("Repaired the garden fence.", timestamp=datetime(2026, 12, 3, 18)),  # 03:00
+    # A day named in the text is a day on the speaker's calendar: 4 December.
+    RetainItem("I went to the dentist yesterday.", timestamp=datetime(2026, 12, 4, 20)),
+    RetainItem("Bought winter tyres.", timestamp=datetime(2026, 12, 3, 12)),  # 21:00, 3 Dec
+]
+
+
+@pytest.mark.parametrize(
+    "query, in_window",
+    [
+        ("what did I do today?", {"cat"}),
+        ("what did I do yesterday?", {"sushi", "fence", "dentist"}),
+        ("what did I do on December 3?", {"tyres"}),
+    ],
+)
+def test_a_time_question_means_the_days_of_the_users_time_zone(
+    store, remember, embedder, monkeypatch, query, in_window
+):
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    for item in _TOKYO_DAY:  # one call each: no item is another's lead-in
+        remember([item])
+    result = run(store, embedder, query, now=_TOKYO_NOW)
+    words = {"cat", "sushi", "fence", "dentist", "tyres"}
+
+    def named(texts):
+        texts = list(texts)
+        return {w for w in words if any(w in t for t in texts)}
+
+    # The temporal arm's best are the day's facts (after them: their neighbours in time).
+    by_temporal = sorted(
+        (c for c in result.ranked if c.ranks["temporal"] is not None),
+        key=lambda c: c.ranks["temporal"],
+    )
+    assert named(c.fact.text for c in by_temporal[: len(in_window)]) == in_window
+    assert named(c.fact.text for c in result.results[: len(in_window)]) == in_window
+    found = result.arms["temporal"].notes["window_facts"]
+    assert found.get("in_window", found.get("listed")) == len(in_window)

@@ -186,6 +186,57 @@ def test_every_foreign_key_has_an_index_on_its_child_columns(store):
     assert missing == [], missing
 
 
+def test_facts_said_at_an_instant_are_found_by_the_window_as_instants(db_path, bare_fact):
+    """A period is a span of the speaker's calendar and is checked against the window; a fact
+    without one is dated by the UTC instant it was said and checked against `said`, the
+    window as instants (hours apart: the zone's offset). Against that rule on random facts
+    and windows of an hour to a month, offsets of -14 to +14 hours; fact_ids_in_window and
+    in_window_among agree."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(7)
+    base = datetime(2026, 3, 1)
+    hour = timedelta(hours=1)
+    facts = []  # (said, start, end): start None for a fact dated by when it was said
+    for _ in range(400):
+        said = base + rng.randrange(0, 24 * 40) * hour
+        if rng.random() < 0.5:
+            facts.append((said, None, None))
+        else:
+            start = base + rng.randrange(0, 40) * 24 * hour
+            end = start + rng.choice([24, 24 * 7, 24 * 30]) * hour if rng.random() < 0.7 else None
+            facts.append((said, start, end))
+    with Store(db_path) as store, store.atomic():
+        bank = store.ensure_bank("default", base)
+        store.ensure_vectors(bank, "unit", None, 8)
+        ids = [
+            bare_fact(store, bank, i, np.eye(8, dtype=np.float32)[i % 8], said, start=s, end=e)
+            for i, (said, s, e) in enumerate(facts)
+        ]
+    with Store(db_path) as store:
+        for _ in range(60):
+            w_start = base + rng.randrange(0, 24 * 40) * hour
+            w_end = w_start + rng.choice([1, 6, 24, 24 * 7, 24 * 30]) * hour
+            offset = rng.randrange(-14, 15) * hour
+            said = (w_start + offset, w_end + offset)
+            want = set()
+            for fid, (at, start, end) in zip(ids, facts):
+                if start is None:
+                    inside = said[0] <= at < said[1]
+                elif end is None:
+                    inside = w_start <= start < w_end
+                else:
+                    inside = start < w_end and end > w_start
+                if inside:
+                    want.add(fid)
+            got = store.fact_ids_in_window(bank, w_start, w_end, None, said)
+            assert len(got) == len(set(got.tolist()))
+            assert set(got.tolist()) == want, (w_start, w_end, offset)
+            assert store.in_window_among(ids, w_start, w_end, None, said) == want
+
+
 def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare_fact):
     """fact_ids_in_window against the rule it implements, on periods before, across, inside
     and after windows, and points; each of its statements read through an index."""

@@ -376,6 +376,33 @@ def test_open_windows_start_at_open_start():
     assert parse_query_window("before 2020", NOW).start == OPEN_START
 
 
+@pytest.mark.parametrize(
+    "query, open_ended",
+    [
+        ("What have I read since January?", True),
+        ("Where did I live before 2020?", True),
+        ("What happened after 2020?", True),
+        ("until March 2023", True),
+        ("What did I do last week?", False),
+        ("between March and May 2023", False),
+        ("trips in 2022", False),
+    ],
+)
+def test_a_window_that_runs_to_now_or_to_open_start_is_marked_open(query, open_ended):
+    window = parse_query_window(query, NOW)
+    assert window.open_ended is open_ended
+    # The mark travels with the window through JSON, and equality ignores it.
+    assert TimeSpan.from_json(window.to_json()).open_ended is open_ended
+    assert ("open_ended" in window.to_json()) is open_ended
+    assert window == TimeSpan(window.start, window.end)
+
+
+def test_a_fact_said_since_a_time_is_no_open_window():
+    # "since" in a stored fact dates it from then to when it was said (not a question).
+    span = extract_fact_time("I have been learning piano since January.", SAID)
+    assert span is not None and not span.open_ended
+
+
 # --------------------------------------------------------------------------------------------
 # speed: dating runs on every retained fact
 # --------------------------------------------------------------------------------------------

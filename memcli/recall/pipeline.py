@@ -14,11 +14,12 @@ import math
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 from memcli import tokens
 from memcli.blocks import block_tokens
-from memcli.clock import utc_to_local, utcnow
+from memcli.clock import local_to_utc, utc_to_local, utcnow
 from memcli.display import has_visible_text
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
@@ -33,7 +34,7 @@ from memcli.recall.types import (
 )
 from memcli.settings import BUDGETS, RERANK_CAPS, RecallSettings
 from memcli.store import FACT_TYPES, Fact, Store, StoreError
-from memcli.timeparse import query_window_phrase
+from memcli.timeparse import OPEN_START, TimeSpan, query_window_phrase
 
 
 class RecallError(ValueError):
@@ -130,7 +131,9 @@ def _recall_once(
         options.tags_match,
         as_of=options.as_of,
     )
-    ctx = ArmContext(store, bank_id, query, None, window, limit, filters, settings, now)
+    ctx = ArmContext(
+        store, bank_id, query, None, window, limit, filters, settings, now, said_instants(window)
+    )
     wanted = set(options.arms)
     arms: dict[str, ArmResult] = {}
     facts: dict[int, Fact] = {}  # the candidates' facts, read as soon as an arm names them
@@ -285,6 +288,15 @@ def _recall_once(
             "fusion_weights_reason": weights_note,
         },
     )
+
+
+def said_instants(window: TimeSpan | None) -> tuple[datetime, datetime] | None:
+    """A query window (a span of the user's calendar) as UTC instants: what the time a fact
+    was said is compared with ("today" in Tokyo began at 15:00 UTC the day before)."""
+    if window is None:
+        return None
+    start = window.start if window.start <= OPEN_START else local_to_utc(window.start)
+    return start, local_to_utc(window.end)
 
 
 def _embedder_note(model: Any) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ import re
 from datetime import datetime
 
 from memcli import fts
+from memcli.clock import utc_to_local
 from memcli.recall.types import Candidate
 from memcli.settings import RecallSettings
 from memcli.store import Fact
@@ -41,11 +42,18 @@ def recency_signal(fact: Fact, now: datetime, horizon_days: float = 365.0) -> fl
 
 
 def temporal_signal(fact: Fact, window: TimeSpan | None) -> float:
-    """1 - min(days from the window centre / half the window, 1); 0.5 when the query has no time."""
+    """1 - min(days from the window centre / half the window, 1); 0.5 when the query has no
+    time. An open window ("since May") has no centre: 1 inside it, 0 outside."""
     if window is None:
         return 0.5
-    start = fact.occurred_start or fact.mentioned_at
+    # On the user's calendar, as the window is: a period as stored, the instant said as
+    # local time.
+    start = fact.occurred_start or utc_to_local(fact.mentioned_at)
     end = fact.occurred_end or start
+    if window.open_ended:
+        # Half-open like the window; a bare time is a point.
+        inside = start < window.end and (end > window.start or start >= window.start)
+        return 1.0 if inside else 0.0
     mid = start + (end - start) / 2
     centre = window.start + (window.end - window.start) / 2
     half_days = max((window.end - window.start).total_seconds() / 86400 / 2, 1e-9)

@@ -11,24 +11,33 @@ max(0.3, 1 - hours / 24)); causal links are stored.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from memcli.clock import utc_to_local
 from memcli.recall.types import ArmContext, ArmHit, ArmResult
 from memcli.settings import RetainSettings
 from memcli.timeparse import TimeSpan
 
 CAUSAL_BOOST = 2.0
+# How far outside an open window ("since May", "before 2020") a fact's fit falls to 0.
+OPEN_WINDOW_FALLOFF = timedelta(days=60)
 TEMPORAL_BOOST = 1.0
 _LINK_RULE = RetainSettings()
 
 
 def proximity(start: datetime, end: datetime, window: TimeSpan) -> float:
     """How well a fact's time fits the window: 1 at its centre, 0.5 at its edges (inside is
-    already a match), falling to 0 at half a window's width outside."""
+    already a match), falling to 0 at half a window's width outside. An open window ("since
+    May") has no centre: 1 anywhere inside, falling to 0 OPEN_WINDOW_FALLOFF outside (half
+    of its width would be decades for "before 2020")."""
     half = max((window.end - window.start).total_seconds() / 2, 1.0)
     centre = window.start + (window.end - window.start) / 2
     mid = start + (end - start) / 2
+    if window.open_ended:
+        half = min(half, OPEN_WINDOW_FALLOFF.total_seconds() / 2)
     if end >= window.start and start <= window.end:
+        if window.open_ended:
+            return 1.0
         distance = abs((mid - centre).total_seconds())
         return max(0.5, 1.0 - 0.5 * min(distance / half, 1.0))
     overshoot = (
@@ -37,6 +46,21 @@ def proximity(start: datetime, end: datetime, window: TimeSpan) -> float:
         else (start - window.end).total_seconds()
     )
     return max(0.0, 0.5 * (1.0 - overshoot / half))
+
+
+def calendar_spans(
+    spans: dict[int, tuple[datetime, datetime, bool]],
+) -> dict[int, tuple[datetime, datetime]]:
+    """Facts' times on the user's calendar, as query windows are: a period as stored, the
+    instant a fact was said (UTC) as local time."""
+    out: dict[int, tuple[datetime, datetime]] = {}
+    for fid, (start, end, is_period) in spans.items():
+        if is_period:
+            out[fid] = (start, end)
+        else:
+            local = utc_to_local(start)
+            out[fid] = (local, local)
+    return out
 
 
 def run(ctx: ArmContext) -> ArmResult:
@@ -48,11 +72,17 @@ def run(ctx: ArmContext) -> ArmResult:
     if window is None or ctx.query_vec is None:
         return result
     nearest, found = ctx.store.nearest_in_window(
-        ctx.bank_id, ctx.query_vec, window.start, window.end, ctx.filters, s.temporal_pool
+        ctx.bank_id,
+        ctx.query_vec,
+        window.start,
+        window.end,
+        ctx.filters,
+        s.temporal_pool,
+        said=ctx.said_window,
     )
     cosine = dict(nearest)
     pool = [f for f, c in nearest if c >= s.temporal_pool_floor]
-    times = ctx.store.fact_time_spans(pool)
+    times = calendar_spans(ctx.store.fact_time_spans(pool))
     pool = [f for f in pool if f in times]  # a fact deleted meanwhile by another process
     # Score in the pool: half how well it fits the window, half how well it fits the query.
     score = {f: 0.5 * proximity(*times[f], window) + 0.5 * cosine[f] for f in pool}
@@ -119,7 +149,7 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
         }
         # The round's neighbours' times in one read (one probe each was most of the arm).
         unknown = {o for found in around.values() for o, _, _ in found if o not in spans}
-        spans.update(ctx.store.fact_time_spans(sorted(unknown)))
+        spans.update(calendar_spans(ctx.store.fact_time_spans(sorted(unknown))))
         for node in frontier:
             for other, kind, weight in around[node]:
                 boost = CAUSAL_BOOST if kind == "causal" else TEMPORAL_BOOST

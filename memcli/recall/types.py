@@ -76,6 +76,9 @@ class ArmContext:
     filters: Any  # memcli.recall.filters.FactFilter
     settings: RecallSettings
     now: datetime
+    # The window as UTC instants, for facts dated by when they were said (the window itself
+    # is a span of the user's calendar, like the periods facts talk about).
+    said_window: tuple[datetime, datetime] | None = None
 
 
 @dataclass

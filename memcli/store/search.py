@@ -124,10 +124,20 @@ class SearchMixin:
         ).fetchone()[0]
 
     def fact_ids_in_window(
-        self, bank_id: int, start: datetime, end: datetime, flt: Any
+        self,
+        bank_id: int,
+        start: datetime,
+        end: datetime,
+        flt: Any,
+        said: tuple[datetime, datetime] | None = None,
     ) -> np.ndarray:
         """Facts whose time overlaps [start, end), as an array of ids. Spans are half-open:
         a fact's occurred_end is exclusive, a bare time is a point.
+
+        A fact's period (occurred_start..) is a span of the speaker's calendar ("yesterday"
+        is a local day), a fact without one is dated by the instant it was said (UTC). So
+        `said`, the same window as instants, is what the latter are checked against (None:
+        the window itself).
 
         A wide window of a big store holds tens of thousands (97k of 100k facts for "this
         year" in the scale bench), so the ids come back as one group_concat text parsed by
@@ -139,13 +149,7 @@ class SearchMixin:
         # window (the time index), less the few of them whose end is at or before the
         # window's start (facts_occurred_end); and facts that start before it and end inside
         # or after it (facts_occurred_end: only facts with an end).
-        inside = _id_array(
-            self.conn.execute(
-                "SELECT group_concat(f.id) FROM facts f WHERE f.bank_id = ? "
-                f"AND f.event_time >= ? AND f.event_time < ?{cond}",
-                (bank_id, iso(start), iso(end), *params),
-            ).fetchone()[0]
-        )
+        inside = self._starting_inside(bank_id, start, end, said, cond, params)
         ended = [
             r[0]
             for r in self.conn.execute(
@@ -168,32 +172,93 @@ class SearchMixin:
             return inside
         return np.concatenate([inside, np.array(across, dtype=np.int64)])
 
+    def _starting_inside(
+        self,
+        bank_id: int,
+        start: datetime,
+        end: datetime,
+        said: tuple[datetime, datetime] | None,
+        cond: str,
+        params: Sequence[Any],
+    ) -> np.ndarray:
+        """The facts whose time starts inside the window: in [start, end) for a period, in
+        `said` for an instant. Where the two ranges overlap every fact is inside whichever it
+        has, so the index answers alone; only the few hours between their ends (the zone's
+        offset) are checked fact by fact."""
+        head = "SELECT group_concat(f.id) FROM facts f WHERE f.bank_id = ? "
+        between = "AND f.event_time >= ? AND f.event_time < ?"
+        in_range = "f.event_time >= ? AND f.event_time < ?"
+        rule = f"CASE WHEN f.occurred_start IS NULL THEN ({in_range}) ELSE ({in_range}) END"
+        if said is None or said == (start, end):
+            ranges, edges = [(start, end)], []
+        else:
+            lo, hi = max(start, said[0]), min(end, said[1])
+            outer = (min(start, said[0]), max(end, said[1]))
+            ranges = [(lo, hi)] if lo < hi else []
+            edges = [(outer[0], lo), (hi, outer[1])] if lo < hi else [outer]
+        parts = [
+            _id_array(
+                self.conn.execute(
+                    f"{head}{between}{cond}", (bank_id, iso(a), iso(b), *params)
+                ).fetchone()[0]
+            )
+            for a, b in ranges
+        ]
+        for a, b in edges:
+            if a < b:
+                args = (iso(said[0]), iso(said[1]), iso(start), iso(end))  # type: ignore[index]
+                row = self.conn.execute(
+                    f"{head}{between} AND {rule}{cond}", (bank_id, iso(a), iso(b), *args, *params)
+                ).fetchone()
+                parts.append(_id_array(row[0]))
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
     def in_window_among(
-        self, fact_ids: Sequence[int], start: datetime, end: datetime, flt: Any
+        self,
+        fact_ids: Sequence[int],
+        start: datetime,
+        end: datetime,
+        flt: Any,
+        said: tuple[datetime, datetime] | None = None,
     ) -> set[int]:
         """Which of these facts overlap [start, end) and pass the filter (the rule of
-        fact_ids_in_window, checked on each fact found by id)."""
+        fact_ids_in_window, `said` included, checked on each fact found by id)."""
         cond, params = filter_sql(flt, "f")
         s, e = iso(start), iso(end)
+        su, eu = (iso(said[0]), iso(said[1])) if said is not None else (s, e)
+        # A fact said at an instant is inside when that instant is; a period when it starts
+        # inside or starts before and ends after the window's start.
+        instant = "+f.event_time >= ? AND +f.event_time < ?"
+        period = (
+            f"({instant} AND (f.occurred_end IS NULL OR f.occurred_end > ?)) "
+            "OR (f.occurred_end IS NOT NULL AND f.occurred_end > ? AND +f.event_time < ?)"
+        )
         rows = self.conn.execute(
             "SELECT f.id FROM json_each(?) AS j JOIN facts f ON f.id = j.value WHERE "
-            "((+f.event_time >= ? AND +f.event_time < ? "
-            "AND (f.occurred_end IS NULL OR f.occurred_end > ?)) "
-            f"OR (f.occurred_end IS NOT NULL AND f.occurred_end > ? AND +f.event_time < ?)){cond}",
-            (id_json(list(fact_ids)), s, e, s, s, s, *params),
+            f"CASE WHEN f.occurred_start IS NULL THEN ({instant}) ELSE ({period}) END{cond}",
+            (id_json(list(fact_ids)), su, eu, s, e, s, s, s, *params),
         )
         return {r[0] for r in rows}
 
-    def fact_time_spans(self, fact_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
-        """id -> (start, end) of these facts (see fact_time_span)."""
-        out: dict[int, tuple[datetime, datetime]] = {}
+    def fact_time_spans(
+        self, fact_ids: Sequence[int]
+    ) -> dict[int, tuple[datetime, datetime, bool]]:
+        """id -> (start, end, is_period) of these facts: their period (a span of the speaker's
+        calendar, is_period True), else the instant they were said, UTC (start = end)."""
+        out: dict[int, tuple[datetime, datetime, bool]] = {}
         for batch in batched(list(fact_ids)):
-            for fid, begin, finish in self.conn.execute(
-                "SELECT id, event_time, coalesce(occurred_end, event_time) FROM facts "
-                f"WHERE id IN ({marks(len(batch))})",
+            for fid, begin, finish, period in self.conn.execute(
+                "SELECT id, event_time, coalesce(occurred_end, event_time), "
+                f"occurred_start IS NOT NULL FROM facts WHERE id IN ({marks(len(batch))})",
                 batch,
             ):
-                out[fid] = (datetime.fromisoformat(begin), datetime.fromisoformat(finish))
+                out[fid] = (
+                    datetime.fromisoformat(begin),
+                    datetime.fromisoformat(finish),
+                    bool(period),
+                )
         return out
 
     def fact_time_span(self, fact_id: int) -> tuple[datetime, datetime] | None:

@@ -625,10 +625,11 @@ class VectorsMixin:
         k: int,
         *,
         probe: bool = True,
+        said: tuple[datetime, datetime] | None = None,
     ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
         """The k facts of the bank that overlap [start, end) and pass the filter nearest to
         vec, as (fact id, cosine) best first: the same k as nearest_among of
-        fact_ids_in_window, and how they were found (for the trace).
+        fact_ids_in_window (`said` as there), and how they were found (for the trace).
 
         Listing a wide window's facts was most of the temporal arm: 60k of 100k facts in
         52-75 ms in a new process (the index read from disk). So the bank's rows are taken
@@ -650,7 +651,7 @@ class VectorsMixin:
                 nearest = _smallest(distances, None, reach)
                 nearest = nearest[np.argsort(distances[nearest], kind="stable")]
                 ids = scan.ids[nearest]
-                inside = self.in_window_among(ids.tolist(), start, end, flt)  # type: ignore[attr-defined]
+                inside = self.in_window_among(ids.tolist(), start, end, flt, said)  # type: ignore[attr-defined]
                 found = np.fromiter(inside, dtype=np.int64, count=len(inside))
                 hits = nearest[np.isin(ids, found)]
                 figures = {"probed": reach, "in_window": len(hits)}
@@ -661,7 +662,7 @@ class VectorsMixin:
                 if needed > total * share / 10:
                     break  # listing is cheaper
                 reach = min(total, math.ceil(2 * needed))
-        ids = self.fact_ids_in_window(bank_id, start, end, flt)  # type: ignore[attr-defined]
+        ids = self.fact_ids_in_window(bank_id, start, end, flt, said)  # type: ignore[attr-defined]
         return self.nearest_among(bank_id, vec, ids, k), {"listed": len(ids)}
 
     def nearest_earlier(
