@@ -62,3 +62,19 @@ def utc_to_local(when: datetime) -> datetime:
 def local_offset(when: datetime) -> timedelta:
     """The local zone's offset from UTC at the naive UTC time `when`."""
     return when.replace(tzinfo=timezone.utc).astimezone(local_zone()).utcoffset() or timedelta(0)
+
+
+def local_text(when: datetime | str | None) -> str | None:
+    """A stored instant (naive UTC, or its ISO text) as the user's local time with its
+    offset, for text output: "2026-03-22 05:00:00+09:00". None stays None."""
+    if when is None:
+        return None
+    if isinstance(when, str):
+        when = datetime.fromisoformat(when)
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+    try:
+        shown = when.replace(tzinfo=timezone.utc).astimezone(local_zone())
+    except OverflowError:  # within a day of datetime's range: shown as it is, in UTC
+        shown = when.replace(tzinfo=timezone.utc)
+    return shown.isoformat(sep=" ", timespec="seconds")

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from memcli.blocks import memory_block, said_and_about
+from memcli.clock import utc_to_local
 from memcli.display import one_line, terminal_safe
 from memcli.recall.types import ARMS, Candidate, RecallResult
 from memcli.store import iso
@@ -30,7 +31,8 @@ def text_header(result: RecallResult, results: list[Candidate] | None = None) ->
     """The first line: what was asked and the reference time, so a model can tell past from
     future; the legend only when some memory carries both dates."""
     query = terminal_safe(one_line(result.query))
-    head = f'Memories relevant to "{query}", as of {result.now.date().isoformat()}'
+    day = utc_to_local(result.now).date().isoformat()  # the user's day, as blocks show
+    head = f'Memories relevant to "{query}", as of {day}'
     shown = result.results if results is None else results
     if any(memory_block(c.fact).startswith("[said ") for c in shown):
         head += _LEGEND
@@ -72,7 +74,8 @@ def to_text(result: RecallResult, decorate: bool = False, color: bool | None = N
 
 def to_markdown(result: RecallResult) -> str:
     query = one_line(result.query)
-    lines = [f"## Memories for: {query}", "", f"As of {result.now.date().isoformat()}.", ""]
+    day = utc_to_local(result.now).date().isoformat()
+    lines = [f"## Memories for: {query}", "", f"As of {day}.", ""]
     for c in result.results:
         f = c.fact
         who = f"**{f.context}:** " if f.context else ""

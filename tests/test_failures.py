@@ -494,6 +494,36 @@ def test_text_output_shows_local_dates_and_json_keeps_utc(db_path, monkeypatch):
     assert hit["mentioned_at"].startswith("2026-03-21T20:00:00")
 
 
+def test_text_output_shows_instants_in_local_time_with_their_offset(db_path, monkeypatch):
+    """Before: `show`, `list`'s correction note, `correct` and recall's "as of" printed UTC
+    times without saying so: a fact said at 05:00 in Tokyo showed as 20:00 the day before."""
+    import re
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    local = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+09:00"
+    said = "2026-03-21T20:00:00Z"
+    assert mem(db_path, "retain", "The dentist is on Main Street.", "--at", said).exit_code == 0
+    r = mem(db_path, "correct", "1", "The dentist is on Elm Street.")
+    assert r.exit_code == 0, r.output
+    assert re.search(f"corrected by 2 at {local}$", r.stderr.strip()), r.stderr
+    r = mem(db_path, "show", "1")
+    assert r.exit_code == 0, r.output
+    assert "said:      2026-03-22 05:00:00+09:00" in r.stdout, r.stdout
+    assert re.search(f"corrected at {local} by 2", r.stdout), r.stdout
+    assert re.search(f"from 2026-03-22 05:00:00\\+09:00 to {local}", r.stdout), r.stdout
+    assert re.search(f"recorded:  {local}", r.stdout), r.stdout
+    r = mem(db_path, "list", "--include-invalid")
+    assert re.search(f"\\(corrected by 2 at {local}\\)", r.stdout), r.stdout
+    r = mem(db_path, "recall", "dentist", "--now", "2026-03-21T22:00:00Z")
+    assert r.stdout.startswith('Memories relevant to "dentist", as of 2026-03-22'), r.stdout
+    r = mem(db_path, "recall", "dentist", "--now", "2026-03-21T22:00:00Z", "--format", "md")
+    assert "As of 2026-03-22." in r.stdout, r.stdout
+    # Machine output keeps naive UTC.
+    r = mem(db_path, "show", "1", "--format", "json")
+    (shown,) = json.loads(r.stdout)
+    assert shown["mentioned_at"] == "2026-03-21T20:00:00"
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -123,14 +123,14 @@ def _confirm(question: str, yes: bool, refusal: str) -> None:
 
 def _fact_line(f: Any) -> str:
     from memcli.blocks import memory_block
-    from memcli.store import iso
+    from memcli.clock import local_text
 
     line = f"{f.id:>6}  {memory_block(f)}"
     if f.tags:
         line += "  {" + ", ".join(f.tags) + "}"
     if f.invalid_at is not None:
         by = f" by {f.superseded_by}" if f.superseded_by else ""
-        line += f"  (corrected{by} at {iso(f.invalid_at)})"
+        line += f"  (corrected{by} at {local_text(f.invalid_at)})"
     return terminal_safe(line)
 
 
@@ -218,6 +218,22 @@ def show(
 
 
 def _show_text(s: dict[str, Any]) -> str:
+    from memcli.clock import local_text
+
+    # Instants in local time with their offset; a period ("happened") is already a span of
+    # the speaker's calendar.
+    s = {
+        **s,
+        **{k: local_text(s[k]) for k in ("invalid_at", "mentioned_at", "valid_from", "created_at")},
+        "history": [
+            {
+                **h,
+                "valid_from": local_text(h["valid_from"]),
+                "invalid_at": local_text(h["invalid_at"]),
+            }
+            for h in s["history"]
+        ],
+    }
     state_text = (
         f"corrected at {s['invalid_at']}"
         + (f" by {s['superseded_by']}" if s["superseded_by"] else "")
@@ -406,10 +422,12 @@ def correct(
             _, new_ids = lifecycle.retain_superseding(store, old, retainer, [item])
     finally:
         store.close()
+    from memcli.clock import local_text
     from memcli.store import iso
 
     if output is Format.text:
-        info(f"fact {fact_id} corrected by {', '.join(map(str, new_ids))} at {iso(retainer.now)}")
+        at = local_text(retainer.now)
+        info(f"fact {fact_id} corrected by {', '.join(map(str, new_ids))} at {at}")
     else:
         typer.echo(_dumps({"corrected": fact_id, "by": new_ids, "at": iso(retainer.now)}))
 
