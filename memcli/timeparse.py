@@ -1030,20 +1030,20 @@ def parse_query_window(query: str, now: datetime) -> TimeSpan | None:
     return found[0] if found else None
 
 
-def query_window_phrase(
-    query: str, now: datetime
-) -> tuple[TimeSpan, tuple[int, int] | None] | None:
+def query_window_phrase(query: str, now: datetime) -> tuple[TimeSpan, tuple[int, int]] | None:
     """parse_query_window's window and where in the query the words that name it are
-    (start, end: "last week"), or None for where when they are CJK (that scan does not
-    keep it)."""
+    (start, end: "last week", "上周")."""
     if not query:
         return None
     anchor = to_utc_naive(now)
     found = _scan_phrase(query, anchor, query=True)
     if found:
         return found
-    span = _scan_cjk(query, anchor)
-    return (span, None) if span else None
+    if not _CJK_LETTER.search(query):
+        return None
+    from memcli.timeparse_cjk import scan_cjk_phrase
+
+    return scan_cjk_phrase(query, anchor)
 
 
 # Kana, CJK ideographs (with extension A and compatibility forms) and Hangul.

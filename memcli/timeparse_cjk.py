@@ -209,15 +209,22 @@ _ANY_CJK = re.compile("[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u9fff\uac
 
 def scan_cjk(text: str, anchor: datetime) -> TimeSpan | None:
     """The first (leftmost) CJK date expression of text resolved against anchor, or None."""
+    found = scan_cjk_phrase(text, anchor)
+    return found[0] if found else None
+
+
+def scan_cjk_phrase(text: str, anchor: datetime) -> tuple[TimeSpan, tuple[int, int]] | None:
+    """scan_cjk's period and where in text its words are (start, end), or None."""
     if not _ANY_CJK.search(text):  # the common English case: one regex search
         return None
-    found: list[tuple[int, int, TimeSpan]] = []
+    found: list[tuple[int, int, TimeSpan, int]] = []
     for priority, (kind, rx) in enumerate(_PATTERNS):
         for m in rx.finditer(text):
             span = _span(kind, m, anchor)
             if span is not None:
-                found.append((m.start(), priority, span))
+                found.append((m.start(), priority, span, m.end()))
                 break
     if not found:
         return None
-    return min(found, key=lambda f: (f[0], f[1]))[2]
+    start, _, span, end = min(found, key=lambda f: (f[0], f[1]))
+    return span, (start, end)

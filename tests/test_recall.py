@@ -370,6 +370,30 @@ def test_a_question_about_a_time_gets_that_time_first(store, remember, embedder,
         assert "lunch" in top[0]
 
 
+_ERRANDS_ZH = [
+    RetainItem("我去看了牙医，补了一颗牙。", timestamp=datetime(2026, 12, 3, 10)),
+    RetainItem("和玛丽亚在泰国餐厅吃了午饭。", timestamp=datetime(2026, 12, 3, 13)),
+    *(
+        RetainItem(
+            f"工作上发生了什么：第{i}次会议，讨论接下来做什么。",
+            timestamp=datetime(2026, 11, 20 + i, 9),
+        )
+        for i in range(1, 9)
+    ),
+    RetainItem("不知道我的旧自行车发生了什么。", timestamp=datetime(2026, 11, 10, 9)),
+]
+
+
+@pytest.mark.parametrize("query", ["昨天发生了什么？", "我昨天做了什么"])
+def test_a_cjk_question_about_a_time_gets_that_time_first(store, remember, embedder, query):
+    """The CJK time words count as the English ones do (before, their share was 0: the CJK
+    date scan kept no place in the query)."""
+    remember(_ERRANDS_ZH)
+    result = run(store, embedder, query, now=datetime(2026, 12, 4, 12))
+    top = [c.fact.text for c in result.results[:2]]
+    assert {w for w in ("牙医", "午饭") if any(w in t for t in top)} == {"牙医", "午饭"}, top
+
+
 @pytest.mark.parametrize(
     "query, share",
     [
@@ -380,7 +404,9 @@ def test_a_question_about_a_time_gets_that_time_first(store, remember, embedder,
         ("Which restaurant did Maria pick for the team dinner last week?", 2 / 7),
         ("what did I do on 2024-06-10?", 1.0),
         ("where is the kayak?", 0.0),  # no time named
-        ("昨天发生了什么", 0.0),  # a CJK window: where its words are is not kept
+        # CJK: 昨, 天, 昨天 and the pair across the edge (天发) are 4 of the 13 terms.
+        ("昨天发生了什么", 4 / 13),
+        ("我上周去了哪里？", 5 / 13),
     ],
 )
 def test_time_words_share_of_a_query_raises_the_temporal_arm_weight(query, share):
