@@ -341,3 +341,57 @@ def test_append_without_any_document_is_a_usage_error(db_path, tmp_path):
     r = mem(db_path, "retain", "--jsonl", str(mixed), "--append")
     assert r.exit_code == 2 and "item 2" in r.stderr
     assert not db_path.exists()
+
+
+def _current_and_closed(db: Path) -> tuple[list[str], dict[str, str | None]]:
+    """(texts of the valid facts, text of each closed fact -> its successor's text)."""
+    with Store(db) as s:
+        bank = s.require_bank("default")
+        facts = s.facts_by_id(s.fact_ids_of_bank(bank), bank)
+    valid = sorted(f.text for f in facts.values() if f.invalid_at is None)
+    closed = {
+        f.text: facts[f.superseded_by].text if f.superseded_by in facts else None
+        for f in facts.values()
+        if f.invalid_at is not None
+    }
+    return valid, closed
+
+
+def test_a_replace_that_drops_a_correction_makes_the_corrected_fact_valid_again(db_path):
+    """Before: the correction went with the old version, and the fact it had closed stayed
+    closed with no successor: "Maya lives in Berlin" was in no list and no recall. A forget
+    of the correction reopened it; a replace now does the same."""
+    assert mem(db_path, "retain", "Maya lives in Berlin.").exit_code == 0
+    r = mem(db_path, "retain", "Maya lives in Munich.", "--document", "notes", "--supersedes", "1")
+    assert r.exit_code == 0, r.output
+    assert _current_and_closed(db_path) == (
+        ["Maya lives in Munich."],
+        {"Maya lives in Berlin.": "Maya lives in Munich."},
+    )
+    assert mem(db_path, "retain", "Shopping list: milk.", "--document", "notes").exit_code == 0
+    assert _current_and_closed(db_path) == (
+        ["Maya lives in Berlin.", "Shopping list: milk."],
+        {},
+    )
+    assert "Maya lives in Berlin." in mem(db_path, "list").stdout
+
+
+def test_a_replace_that_keeps_a_correction_keeps_it_correcting(db_path, tmp_path):
+    """The same words at the same time in the new version are the same correction: the fact
+    it closed stays closed, now by the new version's fact."""
+    assert mem(db_path, "retain", "Maya lives in Berlin.").exit_code == 0
+    at = "2026-03-01T10:00:00"
+    r = mem(
+        db_path, "retain", "Maya lives in Munich.", "--document", "notes", "--at", at,
+        "--supersedes", "1",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    lines = [
+        {"text": "Maya lives in Munich.", "document_id": "notes", "timestamp": at},
+        {"text": "Shopping list: milk.", "document_id": "notes", "timestamp": at},
+    ]
+    r = mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "v2.jsonl", lines)))
+    assert r.exit_code == 0, r.output
+    valid, closed = _current_and_closed(db_path)
+    assert valid == ["Maya lives in Munich.", "Shopping list: milk."]
+    assert closed == {"Maya lives in Berlin.": "Maya lives in Munich."}

@@ -9,6 +9,7 @@ drops its staging bank; one killed outright leaves it behind, and the next write
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -82,6 +83,11 @@ class DocumentsMixin:
         for row, external_id in staged:
             live = self.document_row(bank_id, external_id)
             if live is not None:
+                # A correction the old version held goes with it, as a forget of it would:
+                # what it closed is valid again, unless the new version says the same.
+                old_ids = self.document_fact_ids(live)
+                self.reopen_superseded(old_ids, self._same_content(old_ids, row))  # type: ignore[attr-defined]
+                self._carry_closed_state(old_ids, row)
                 self.delete_document(live)
                 replaced.append(external_id)
             self.conn.execute("UPDATE documents SET bank_id = ? WHERE id = ?", (bank_id, row))
@@ -96,6 +102,32 @@ class DocumentsMixin:
         self.move_vectors(moved, bank_id)  # type: ignore[attr-defined]
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
         return replaced
+
+    def _same_content(self, fact_ids: Sequence[int], document_row: int) -> dict[int, int]:
+        """Of these facts, those with a fact of the same content (words, speaker, type and
+        times) in the document: id -> that fact's id."""
+        return dict(
+            self.conn.execute(
+                "SELECT o.id, min(n.id) FROM json_each(?) AS j JOIN facts o ON o.id = j.value "
+                "JOIN facts n ON n.document_id = ? AND n.content_hash = o.content_hash "
+                "GROUP BY o.id",
+                (json.dumps(list(fact_ids)), document_row),
+            ).fetchall()
+        )
+
+    def _carry_closed_state(self, fact_ids: Sequence[int], document_row: int) -> None:
+        """A fact of the old version that a later fact (outside it) had corrected: its
+        same-content fact in the new version is closed as it was, so the correction still
+        holds. Inside atomic()."""
+        self.conn.execute(
+            "UPDATE facts AS n SET invalid_at = o.invalid_at, superseded_by = o.superseded_by "
+            "FROM json_each(?) AS j JOIN facts o ON o.id = j.value "
+            "WHERE n.document_id = ? AND n.content_hash = o.content_hash "
+            "AND o.invalid_at IS NOT NULL AND n.invalid_at IS NULL "
+            "AND (o.superseded_by IS NULL OR o.superseded_by NOT IN "
+            "(SELECT value FROM json_each(?)))",
+            (json.dumps(list(fact_ids)), document_row, json.dumps(list(fact_ids))),
+        )
 
     def discard_staging(self, staging_bank: int) -> dict[str, int]:
         """Drop a staging bank and all it holds; returns delete_facts' counts of what went

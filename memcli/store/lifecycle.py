@@ -10,7 +10,7 @@ valid_only and as_of); it becomes SQL here, with every user value a bound parame
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from itertools import islice
 from typing import Any
@@ -208,10 +208,14 @@ class LifecycleMixin:
             (iso(invalid_at), superseded_by, fact_id),
         )
 
-    def _closed_by_forgotten(self, fact_ids: Sequence[int]) -> list[tuple[int, int | None]]:
+    def _closed_by_forgotten(
+        self, fact_ids: Sequence[int], replacements: Mapping[int, int] | None = None
+    ) -> list[tuple[int, int | None]]:
         """For each fact (outside fact_ids) closed by one of fact_ids: (its id, the first
         successor along its correction chain that is not being forgotten, or None). A chain
-        A -> B -> C with B forgotten gives (A, C): C still corrects A."""
+        A -> B -> C with B forgotten gives (A, C): C still corrects A. A forgotten fact with
+        a replacement (the same content in a document's new version) hands on to it."""
+        replacements = replacements or {}
         ids = json.dumps(list(fact_ids))
         forgotten = set(fact_ids)
         successor: dict[int, int | None] = dict(
@@ -229,17 +233,23 @@ class LifecycleMixin:
             seen = set()
             while by in forgotten and by not in seen:  # seen: a damaged, cyclic chain ends
                 seen.add(by)
+                if by in replacements:
+                    by = replacements[by]
+                    break
                 by = successor.get(by)
             out.append((fid, None if by in forgotten else by))
         return out
 
-    def reopen_superseded(self, fact_ids: Sequence[int]) -> int:
+    def reopen_superseded(
+        self, fact_ids: Sequence[int], replacements: Mapping[int, int] | None = None
+    ) -> int:
         """Facts closed by one of fact_ids (and not among them) become valid again: taking a
         correction back restores what it corrected. Unless that correction was corrected in
-        turn by a fact that stays: then they stay closed, by that fact, so one version is
-        current. Returns how many became valid. Inside atomic()."""
+        turn by a fact that stays, or is replaced (`replacements`: forgotten id -> the fact
+        with its content in a document's new version): then they stay closed, by that fact,
+        so one version is current. Returns how many became valid. Inside atomic()."""
         reopened = 0
-        for fid, successor in self._closed_by_forgotten(fact_ids):
+        for fid, successor in self._closed_by_forgotten(fact_ids, replacements):
             if successor is None:
                 self.conn.execute(
                     "UPDATE facts SET invalid_at = NULL, superseded_by = NULL WHERE id = ?",
