@@ -603,6 +603,15 @@ def _usage_line(exc: Any) -> str:
     return f"{message} (see `{where} --help`)"
 
 
+def _stdout_reader_gone() -> bool:
+    """Whether click has met a closed stdout pipe (it wraps the streams when it does)."""
+    try:
+        from typer._click.utils import PacifyFlushWrapper
+    except ImportError:  # an older typer, on the click package
+        from click.utils import PacifyFlushWrapper
+    return isinstance(sys.stdout, PacifyFlushWrapper)
+
+
 def main() -> None:
     """The console entry point. No traceback reaches a user: an error the library did not
     turn into a one-line message is still printed as one line (MEM_DEBUG=1 shows the
@@ -615,7 +624,9 @@ def main() -> None:
             code = app(standalone_mode=False)
         exit_now(code if isinstance(code, int) else 0)
     except SystemExit as done:  # fail() and exit_now end a run with SystemExit
-        exit_now(done.code)
+        # click ends a run whose stdout reader went away (EPIPE) with a silent exit 1, after
+        # a write command has committed; it ends as the readers' `| head` does: quietly, 0.
+        exit_now(0 if _stdout_reader_gone() else done.code)
     except click_error as exc:
         if exc.format_message().strip():  # empty: bare `mem`, whose help typer has printed
             typer.echo(f"mem: error: {_usage_line(exc)}", err=True)

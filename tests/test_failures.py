@@ -634,3 +634,37 @@ def test_a_failed_reembed_at_a_terminal_prints_its_error_on_a_clean_line(tmp_pat
     line_start = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", before.rsplit("\n", 1)[-1]).strip()
     assert line_start == "", repr(before[-200:])
     assert "re-embedding" not in after and "disk full" in after
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("retain", "--json", "The gate code is 4411."),
+        ("recall", "key"),
+        ("stats",),
+        ("stats", "--json"),
+        ("doctor",),
+        ("list",),
+    ],
+)
+def test_a_reader_that_went_away_ends_every_command_quietly_with_success(db_path, args):
+    """`mem retain --json ... | true`: before, writers exited 1 with nothing on stderr after
+    the write had committed (click's EPIPE handling), where readers (list, show, export)
+    exit 0. Now every command ends as the readers do."""
+    seeded(db_path)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "memcli", "--db", str(db_path), *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 0, done.stderr
+    assert "error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    if args[0] == "retain":
+        assert fact_count(db_path) == 2
