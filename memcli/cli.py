@@ -603,6 +603,10 @@ def _usage_line(exc: Any) -> str:
     return f"{message} (see `{where} --help`)"
 
 
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
 def _stdout_reader_gone() -> bool:
     """Whether click has met a closed stdout pipe (it wraps the streams when it does)."""
     try:
@@ -634,6 +638,15 @@ def main() -> None:
     except (KeyboardInterrupt, click_abort):
         typer.echo("mem: interrupted", err=True)
         exit_now(130)
+    except UnicodeEncodeError:
+        # Bytes that are not UTF-8 in an argument reach Python as lone surrogates, which
+        # SQLite cannot take (a file name may have them: files open by their bytes).
+        bad = next((a for a in sys.argv[1:] if _has_surrogate(a)), None)
+        if bad is None or os.environ.get("MEM_DEBUG"):
+            raise
+        shown = os.fsencode(bad).decode("utf-8", "backslashreplace")
+        typer.echo(f"mem: error: argument '{shown}' is not valid UTF-8 text", err=True)
+        exit_now(2)
     except Exception as exc:  # noqa: BLE001 - last line of defence, see docstring
         if os.environ.get("MEM_DEBUG"):
             raise

@@ -668,3 +668,29 @@ def test_a_reader_that_went_away_ends_every_command_quietly_with_success(db_path
     assert "error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     if args[0] == "retain":
         assert fact_count(db_path) == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("list", "--context", b"bad\xff"),
+        ("--bank", b"b\xfe", "retain", "hello"),
+        ("recall", b"caf\xe9"),
+        ("forget", "--context", b"x\xff", "--yes"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_a_one_line_usage_error(db_path, args):
+    """Before: "unexpected UnicodeEncodeError: ... surrogates not allowed"."""
+    seeded(db_path)
+    argv = [os.fsdecode(a) if isinstance(a, bytes) else a for a in args]
+    done = subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(db_path), *argv],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    one_error_line(done.stderr, "is not valid UTF-8")
+    assert "\\x" in done.stderr and "unexpected" not in done.stderr
+    assert fact_count(db_path) == 1
