@@ -111,7 +111,8 @@ def _read_text_file(path: Path) -> str:
             fail(f"cannot read {path}: {exc.strerror}")
         name = str(path)
     try:
-        return data.decode("utf-8")
+        # utf-8-sig: a byte order mark (Notepad writes one) is no part of the text.
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         fail(f"{name} is not UTF-8 text (bad byte at offset {exc.start})")
 

@@ -80,8 +80,10 @@ def item_from_json(obj: Any, defaults: dict[str, Any]) -> RetainItem:
     fact_type = obj.get("type", defaults.get("fact_type"))
     if fact_type is not None and fact_type not in FACT_TYPES:
         raise ValueError(f"unknown type {fact_type!r}")
-    metadata = obj.get("metadata") or {}
-    if not isinstance(metadata, dict):
+    metadata = obj.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif not isinstance(metadata, dict):  # 0, false, [] and "" are no object either
         raise ValueError('"metadata" must be an object')
     source_id = _scalar(obj, "id", None)
     document_id = _scalar(obj, "document_id", defaults.get("document_id"))

@@ -694,3 +694,33 @@ def test_an_argument_that_is_not_utf8_is_a_one_line_usage_error(db_path, args):
     one_error_line(done.stderr, "is not valid UTF-8")
     assert "\\x" in done.stderr and "unexpected" not in done.stderr
     assert fact_count(db_path) == 1
+
+
+def test_a_byte_order_mark_is_no_part_of_a_file_or_a_jsonl_batch(db_path, tmp_path):
+    """Before: --file stored U+FEFF at the start of the text (so it did not dedupe with the
+    same words typed), and --jsonl refused the file ("Unexpected UTF-8 BOM")."""
+    bom = b"\xef\xbb\xbf"
+    text_file = tmp_path / "notes.txt"
+    text_file.write_bytes(bom + b"The spare key is under the blue pot.\n")
+    r = mem(db_path, "retain", "--file", str(text_file), "--json")
+    assert r.exit_code == 0, r.output
+    (stored,) = json.loads(r.stdout)["stored"]
+    assert stored["text"] == "The spare key is under the blue pot."
+    seeded(db_path)  # the same words typed: a duplicate, not a second fact
+    assert fact_count(db_path) == 1
+    batch = tmp_path / "items.jsonl"
+    batch.write_bytes(bom + b'{"text": "The gate code is 4411."}\n')
+    r = mem(db_path, "retain", "--jsonl", str(batch))
+    assert r.exit_code == 0, r.output
+    assert fact_count(db_path) == 2
+
+
+@pytest.mark.parametrize("value", ["0", "false", "[]", '""', "1", '"x"', "[1]"])
+def test_metadata_that_is_not_an_object_is_refused_even_when_falsy(db_path, tmp_path, value):
+    """Before: 0, false, [] and "" were taken as no metadata."""
+    path = tmp_path / "m.jsonl"
+    path.write_text(f'{{"text": "fine"}}\n{{"text": "a", "metadata": {value}}}\n')
+    r = mem(db_path, "retain", "--jsonl", str(path))
+    assert r.exit_code != 0
+    one_error_line(r.stderr, "line 2", "metadata")
+    assert not db_path.exists() or fact_count(db_path) == 0
