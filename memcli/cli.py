@@ -455,9 +455,12 @@ def recall(
         if body:
             typer.echo(body)
         elif result.results:
-            info(
-                f"{len(result.results)} memories fit --max-tokens {result.max_tokens} but not "
-                "with the header line: give more --max-tokens"
+            # Memories matched and fit, the header line does not: the budget is the problem.
+            need = render.header_tokens(result) + result.results[0].tokens + 1
+            fail(
+                f"--max-tokens {result.max_tokens} cannot hold the header line and one "
+                f"memory: give at least {need}",
+                2,
             )
     if not result.results:
         # Candidates but none kept: the budget (or --min-score) cut them, not the query.

@@ -68,7 +68,10 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
         return text
     # Say so: an empty fragment would leave the model guessing from its own knowledge.
     if not result.ranked:
-        return f'No memories relevant to "{query}" were found (as of {result.now.date()}).'
+        from memcli.clock import utc_to_local
+
+        day = utc_to_local(result.now).date()
+        return f'No memories relevant to "{query}" were found (as of {day}).'
     return (
         f'{len(result.ranked)} memories matched "{query}" but none fit {max_tokens} tokens '
         "with the header line (raise MEM_MAX_TOKENS)."

@@ -724,3 +724,26 @@ def test_metadata_that_is_not_an_object_is_refused_even_when_falsy(db_path, tmp_
     assert r.exit_code != 0
     one_error_line(r.stderr, "line 2", "metadata")
     assert not db_path.exists() or fact_count(db_path) == 0
+
+
+@pytest.mark.parametrize("budget", [40, 60, 100])
+def test_a_small_token_budget_still_prints_what_fits_with_the_header(db_path, budget):
+    """Before: the header was charged a token per byte, and the legend's bytes even when no
+    legend was shown, so nothing printed below --max-tokens 130 for a 36-token answer (and
+    the README's `MEM_MAX_TOKENS=80 llm -f mem:...` got no memories)."""
+    from memcli.tokens import count_tokens
+
+    r = mem(db_path, "retain", "Adopted a cat named Miso from the shelter.")
+    assert r.exit_code == 0
+    r = mem(db_path, "recall", "cat", "--max-tokens", str(budget))
+    assert r.exit_code == 0, r.output
+    assert "Adopted a cat named Miso" in r.stdout, r.stderr
+    assert count_tokens(r.stdout.rstrip("\n")) <= budget
+
+
+def test_a_token_budget_below_the_header_is_a_usage_error(db_path):
+    r = mem(db_path, "retain", "Adopted a cat named Miso from the shelter.")
+    assert r.exit_code == 0
+    r = mem(db_path, "recall", "cat", "--max-tokens", "20")
+    assert r.exit_code == 2 and r.stdout == ""
+    one_error_line(r.stderr, "--max-tokens 20", "header")

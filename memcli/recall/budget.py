@@ -69,13 +69,30 @@ def fit_texts(
     return out
 
 
-def fit_frame(kept: list[Candidate], max_tokens: int, frame_bytes: int) -> list[Candidate]:
-    """The best of `kept` that still fit max_tokens once the text output's frame is paid: a
-    header of frame_bytes UTF-8 bytes (a cl100k token is at least one byte, so this bounds the
-    header's tokens without loading the encoding for a query's words) and one token for the
-    blank line before each block. The lowest ranked go first."""
-    out = list(kept)
-    used = frame_bytes + sum(c.tokens + 1 for c in out)
-    while out and used > max_tokens:
-        used -= out.pop().tokens + 1
+def fit_frame(
+    result_kept: list[Candidate],
+    ranked: list[Candidate],
+    max_tokens: int,
+    frame_tokens: int,
+    count_tokens: Callable[[Candidate], int],
+    limit: int | None = None,
+    min_score: float | None = None,
+) -> list[Candidate]:
+    """What the text output shows: `result_kept` (fit()'s choice) when it fits max_tokens
+    with the output's frame paid (a header of frame_tokens and one token for the blank line
+    before each block), else fit()'s choice from `ranked` for the room the frame leaves, each
+    block a token dearer. Candidates are not changed (JSON reports the blocks' own tokens)."""
+    if frame_tokens + sum(c.tokens + 1 for c in result_kept) <= max_tokens:
+        return list(result_kept)
+    out: list[Candidate] = []
+    used = frame_tokens
+    for cand in ranked:
+        if limit is not None and len(out) >= limit:
+            break
+        if min_score is not None and cand.final < min_score:
+            break
+        cost = count_tokens(cand) + 1
+        if used + cost <= max_tokens:
+            out.append(cand)
+            used += cost
     return out

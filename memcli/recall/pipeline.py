@@ -275,6 +275,8 @@ def _recall_once(
         arms=arms,
         timings=timings,
         chunks=chunks,
+        limit=options.limit,
+        min_score=options.min_score,
         notes={
             "rerank_cap": RERANK_CAPS[options.budget],
             "candidates_per_arm": limit,

@@ -120,3 +120,6 @@ class RecallResult:
     timings: dict[str, float]
     chunks: list[dict[str, Any]] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
+    # The options the budget applied (the text output fits its header with them too).
+    limit: int | None = None
+    min_score: float | None = None
