@@ -179,6 +179,9 @@ def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
         raise src.error("names no bank")
     if not is_stored_time(h["bank"]["created_at"]):
         raise src.error(f"has a bad bank 'created_at': {h['bank']['created_at']!r:.40}")
+    for key, count in h["counts"].items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise src.error(f"has a bad count for {key!r}: {count!r:.40} (not a whole number)")
     for table, span in h["ids"].items():
         if span is not None and (
             not isinstance(span, list)
@@ -487,6 +490,11 @@ def import_lines(
             store.import_links(link_rows)
         except apsw.Error as exc:
             raise src.error(f"cannot be stored: {exc}; nothing imported") from None
+        except OverflowError:
+            # The file's ids, moved past the ids the store already uses, pass 2^63 - 1.
+            raise src.error(
+                "has ids too large for this store once moved past its own ids; nothing imported"
+            ) from None
         if end is None:
             raise LifecycleError(
                 f"{name} ends at line {src.number} without its end record: a half-written "

@@ -395,6 +395,29 @@ def test_header_values_are_checked(source: Path, target: Path) -> None:
     header = json.loads(lines[0])
     header["ids"]["facts"] = [1, 10**40]
     _bad_import(target, json.dumps(header) + "\n" + "".join(lines[1:]), "line 1", "facts")
+    # Before: "holds ... 2 facts ... but its header promised ... 2 facts": the count was "2".
+    for count in ("2", 2.0, -1, True, None):
+        header = json.loads(lines[0])
+        header["counts"]["facts"] = count
+        text = json.dumps(header) + "\n" + "".join(lines[1:])
+        _bad_import(target, text, "line 1", "bad count for 'facts'")
+
+
+def test_ids_that_overflow_once_moved_are_refused_in_one_line(source: Path, target: Path) -> None:
+    """Before: "unexpected OverflowError: int too big to convert" (the ids are moved past
+    the target's own ids, beyond 2^63 - 1)."""
+    # The target's own fact (its "other" bank) has id 1, so the file's ids move.
+    rows = [json.loads(line) for line in ok(mem(source, "export")).splitlines()]
+    top = 2**63 - 1
+    last = max(r["id"] for r in rows if r["kind"] == "fact")
+    rows = [r for r in rows if r["kind"] != "link"]
+    rows[0]["counts"]["links"] = rows[-1]["counts"]["links"] = 0
+    for r in rows:
+        if r["kind"] == "fact" and r["id"] == last:
+            r["id"] = top
+    rows[0]["ids"]["facts"] = [rows[0]["ids"]["facts"][0], top]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    _bad_import(target, text, "ids too large")
 
 
 def test_what_retain_accepts_imports_again(tmp_path: Path) -> None:
