@@ -24,8 +24,10 @@ from memcli.cliutil import (
     Budget,
     TagsMatch,
     configured,
+    exit_interrupted,
     fail,
     info,
+    interrupt_reported,
     load_bank_embedder_or_fail,
     open_store,
     state,
@@ -251,7 +253,7 @@ def retain(
         info(f"mem: warning: {warning}")
     info(summary.line())
     if summary.interrupted:
-        raise typer.Exit(130)
+        exit_interrupted()
 
 
 # --------------------------------------------------------------------------------------------
@@ -620,16 +622,37 @@ def _stdout_reader_gone() -> bool:
     return isinstance(sys.stdout, PacifyFlushWrapper)
 
 
+_interrupted = False  # a SIGINT came (typer turns its KeyboardInterrupt into a silent 130)
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    """Ctrl-C: KeyboardInterrupt, as Python's own handler raises it, noted for the exit
+    message; inside llama.cpp's log callback ctypes would swallow it, so it is raised when
+    the decode returns (models/llama_lib.py)."""
+    global _interrupted
+    _interrupted = True
+    llama_lib = sys.modules.get("memcli.models.llama_lib")
+    if llama_lib is not None and llama_lib.defer_interrupt_in_callback(frame):
+        return
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """The console entry point. No traceback reaches a user: an error the library did not
     turn into a one-line message is still printed as one line (MEM_DEBUG=1 shows the
     traceback, for bug reports)."""
+    import signal
+
     click_error, click_abort = _click_exceptions()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         with only_command(invoked_command(sys.argv[1:])):
             # Not standalone: a usage error comes here as an exception, to be printed as
             # one line instead of typer's framed box; --help and typer.Exit return a code.
             code = app(standalone_mode=False)
+        if code == 130 and _interrupted and not interrupt_reported():
+            typer.echo("mem: interrupted", err=True)
         exit_now(code if isinstance(code, int) else 0)
     except SystemExit as done:  # fail() and exit_now end a run with SystemExit
         # click ends a run whose stdout reader went away (EPIPE) with a silent exit 1, after

@@ -59,6 +59,20 @@ def info(message: str) -> None:
     typer.echo(message, err=True)
 
 
+_interrupt_reported = False
+
+
+def exit_interrupted() -> NoReturn:
+    """End a command that has said what its Ctrl-C kept (exit 130, no second message)."""
+    global _interrupt_reported
+    _interrupt_reported = True
+    raise typer.Exit(130)
+
+
+def interrupt_reported() -> bool:
+    return _interrupt_reported
+
+
 class TagsMatch(str, Enum):
     """How --tag filters (recall, list, forget): see memcli/store/search.py."""
 

@@ -409,3 +409,25 @@ def test_the_context_is_as_long_as_the_longest_input(minilm: Embedder) -> None:
     """MiniLM takes 256 tokens (sentence-transformers' max_seq_length, in the GGUF): its
     context is 256, not 512 (a cold start sets up the larger one ~20 ms slower)."""
     assert minilm.max_tokens == minilm._runner.n_ctx == 256
+
+
+def test_a_ctrl_c_during_llama_log_callback_is_raised_when_the_decode_returns(embedder):
+    """Ctrl-C while llama.cpp ran the log callback raised KeyboardInterrupt inside it, where
+    ctypes printed "Exception ignored on calling ctypes callback" and the import went on to
+    its end. The SIGINT handler (cli._on_sigint) leaves it for the decode to raise."""
+    import types
+
+    from memcli import cli
+    from memcli.models import llama_lib
+
+    embedder.embed(["warm"])  # the callback is installed
+    in_callback = types.SimpleNamespace(f_code=llama_lib._quiet_code)
+    elsewhere = types.SimpleNamespace(
+        f_code=test_a_ctrl_c_during_llama_log_callback_is_raised_when_the_decode_returns.__code__
+    )
+    with pytest.raises(KeyboardInterrupt):
+        cli._on_sigint(2, elsewhere)
+    cli._on_sigint(2, in_callback)  # no raise inside the callback
+    with pytest.raises(KeyboardInterrupt):
+        embedder.embed(["the next decode raises it"])
+    assert embedder.embed(["and only once"]).shape[0] == 1

@@ -16,7 +16,15 @@ from typing import Annotated, Any
 
 import typer
 
-from memcli.cliutil import TagsMatch, fail, info, load_embedder_or_fail, open_store, state
+from memcli.cliutil import (
+    TagsMatch,
+    exit_interrupted,
+    fail,
+    info,
+    load_embedder_or_fail,
+    open_store,
+    state,
+)
 from memcli.display import terminal_safe
 
 
@@ -686,7 +694,7 @@ def reembed(
             f"interrupted: {done} of {report.facts} facts re-embedded so far (kept); the bank "
             f"still uses its old vectors. Run the same `mem reembed` again to finish"
         )
-        raise typer.Exit(130)
+        exit_interrupted()
     fp = f" ({report.fingerprint[:12]})" if report.fingerprint else ""
     info(
         f"re-embedded {report.facts} facts of bank {report.bank!r} with {report.embedder}{fp} "

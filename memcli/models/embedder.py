@@ -212,6 +212,7 @@ class LlamaRunner:
                 lib.llama_memory_clear(self._memory, True)
             code = lib.llama_decode(self._ctx, batch)
             batch.n_tokens = 0
+            llama_lib.raise_deferred_interrupt()  # a Ctrl-C during llama.cpp's log callback
             if code != 0:
                 raise ModelError(f"llama.cpp could not decode (llama_decode returned {code})")
             for i in range(len(seqs)):

@@ -65,15 +65,41 @@ def silence(lib: Any) -> None:
     real llama_cpp package later in the process (a plugin, `mem doctor`) installs its own
     callback, which prints warnings such as "decode: cannot decode batches with this
     context" to stderr."""
-    global _quiet_callback
+    global _quiet_callback, _quiet_code
     if _quiet_callback is None:
 
-        @lib.llama_log_callback
         def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
             return None
 
-        _quiet_callback = _drop
+        _quiet_code = _drop.__code__
+        _quiet_callback = lib.llama_log_callback(_drop)
     lib.llama_log_set(_quiet_callback, ctypes.c_void_p(0))
+
+
+# Ctrl-C while llama.cpp runs our log callback raised KeyboardInterrupt inside it, where
+# ctypes can only print it ("Exception ignored on calling ctypes callback") and carry on:
+# the interrupt was lost. So the SIGINT handler (cli.py) leaves it here instead, and the
+# decode that was running raises it once llama.cpp returns.
+_quiet_code: Any = None
+_deferred_interrupt = False
+
+
+def defer_interrupt_in_callback(frame: Any) -> bool:
+    """For a SIGINT handler: whether `frame` (the interrupted one) is the log callback's; if
+    so the interrupt is kept for raise_deferred_interrupt()."""
+    global _deferred_interrupt
+    if frame is None or _quiet_code is None or frame.f_code is not _quiet_code:
+        return False
+    _deferred_interrupt = True
+    return True
+
+
+def raise_deferred_interrupt() -> None:
+    """Raise the KeyboardInterrupt a SIGINT during the log callback left, if any."""
+    global _deferred_interrupt
+    if _deferred_interrupt:
+        _deferred_interrupt = False
+        raise KeyboardInterrupt
 
 
 def model_metadata(lib: Any, model: Any) -> dict[str, str]:
