@@ -183,6 +183,10 @@ def retain(
         when = parse_when(at) if at else None
     except ValueError as exc:
         fail(f"--at: {exc}", 2)
+    from memcli.store import FACT_TYPES
+
+    if fact_type is not None and fact_type not in FACT_TYPES:
+        fail(f"--type: unknown type {fact_type!r} (use {', '.join(FACT_TYPES)})", 2)
     defaults: dict[str, Any] = {
         "timestamp": when,
         "context": context,

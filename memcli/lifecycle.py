@@ -35,6 +35,10 @@ class LifecycleError(ValueError):
     """Bad input to a lifecycle command (one-line message); nothing was written."""
 
 
+class OptionError(LifecycleError):
+    """A bad option value (a usage error: exit 2)."""
+
+
 @dataclass
 class Selection:
     """Which facts of a bank a command works on. Every given criterion must hold."""
@@ -75,15 +79,15 @@ def check_selection(sel: Selection) -> None:
 
     for t in sel.types or ():
         if t not in FACT_TYPES:
-            raise LifecycleError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
+            raise OptionError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
     if sel.tags_match not in TAG_MODES:
-        raise LifecycleError(f"unknown --tags-match {sel.tags_match!r} ({', '.join(TAG_MODES)})")
+        raise OptionError(f"unknown --tags-match {sel.tags_match!r} ({', '.join(TAG_MODES)})")
     if sel.since and sel.until and sel.since >= sel.until:
-        raise LifecycleError(f"--since {iso(sel.since)} is not before --until {iso(sel.until)}")
+        raise OptionError(f"--since {iso(sel.since)} is not before --until {iso(sel.until)}")
     if sel.query is not None and not sel.query.strip():
-        raise LifecycleError("--query is empty")
+        raise OptionError("--query is empty")
     if sel.query_limit <= 0:
-        raise LifecycleError("--limit must be positive")
+        raise OptionError("--limit must be positive")
 
 
 def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
@@ -106,7 +110,7 @@ def iter_facts(
     bank_id = store.require_bank(bank)
     check_as_of(store, bank_id, sel.as_of)
     if limit is not None and limit <= 0:
-        raise LifecycleError("--limit must be positive")
+        raise OptionError("--limit must be positive")
     if offset < 0:
         raise LifecycleError("--offset cannot be negative")
     return store.iter_facts(bank_id, sel, limit=limit, offset=offset)

@@ -54,6 +54,13 @@ def test_usage_errors_exit_2_and_say_what_was_wrong(db_path):
         (["recall", "x", "--now", "the day after never"], "--now"),
         (["retain", "x", "--at", "the day after never"], "--at"),
         (["recall", "x", "--budget", "huge"], "huge"),
+        (["recall", "x", "--include-chunks", "--max-chunk-tokens", "-5"], "--max-chunk-tokens"),
+        (["list", "--limit", "0"], "--limit"),
+        (["list", "--type", "bogus"], "bogus"),
+        (["list", "--since", "the day after never"], "--since"),
+        (["forget", "--before", "the day after never", "--yes"], "--before"),
+        (["correct", "1", "y", "--at", "the day after never"], "--at"),
+        (["retain", "x", "--type", "bogus"], "bogus"),
         (["recall"], "QUERY"),
         (["no-such-command"], "No such command"),
     ):

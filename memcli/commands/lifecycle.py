@@ -51,19 +51,21 @@ def _when(value: str | None, option: str):
     try:
         return parse_when(value)
     except ValueError as exc:
-        fail(f"{option}: {exc}")
+        fail(f"{option}: {exc}", 2)
 
 
 @contextmanager
 def _errors() -> Iterator[None]:
     """The library's one-line errors as `mem: error:` exits."""
-    from memcli.lifecycle import LifecycleError
+    from memcli.lifecycle import LifecycleError, OptionError
     from memcli.models import ModelError
     from memcli.retain import RetainError
     from memcli.store import StoreError
 
     try:
         yield
+    except OptionError as exc:
+        fail(str(exc), 2)
     except (LifecycleError, StoreError, RetainError, ModelError) as exc:
         fail(str(exc))
 

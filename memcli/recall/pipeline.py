@@ -48,6 +48,8 @@ def validate(options: RecallOptions) -> None:
         raise RecallError("--max-tokens must be positive")
     if options.limit is not None and options.limit <= 0:
         raise RecallError("--limit must be positive")
+    if options.max_chunk_tokens <= 0:
+        raise RecallError("--max-chunk-tokens must be positive")
     if options.min_score is not None and not math.isfinite(options.min_score):
         raise RecallError(f"--min-score must be a finite number, not {options.min_score}")
     unknown = [a for a in options.arms if a not in ARMS]
