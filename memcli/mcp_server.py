@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from memcli import __version__
+from memcli.cliparams import INT64_MAX
 
 INSTRUCTIONS = (
     "mem is a long-term memory. Call `recall` with a question before answering anything that "
@@ -314,13 +315,26 @@ def build_server(service: MemoryService) -> Any:
                 description="Token budget of the memories returned (default: the server's "
                 "max_tokens setting, else 4096).",
                 gt=0,
+                le=INT64_MAX,
             ),
         ] = None,
-        limit: Annotated[int | None, Field(description="At most this many memories.", gt=0)] = None,
-        tags: Annotated[list[str] | None, Field(description="Only memories with these tags.")] = (
-            None
-        ),
-        tags_match: Annotated[TagsMatch, Field(description="How tags filter.")] = "any",
+        limit: Annotated[
+            int | None, Field(description="At most this many memories.", gt=0, le=INT64_MAX)
+        ] = None,
+        tags: Annotated[
+            list[str] | None,
+            Field(
+                description="Scope by tags: with tags_match any (the default) memories with "
+                "any of them and untagged ones pass; any_strict: tagged ones only."
+            ),
+        ] = None,
+        tags_match: Annotated[
+            TagsMatch,
+            Field(
+                description="any | all (untagged pass too), any_strict | all_strict (tagged "
+                "only), exact (just these tags)."
+            ),
+        ] = "any",
         now: Annotated[
             str | None,
             Field(description="Reference time for recency and relative dates in the query."),
@@ -356,7 +370,7 @@ def build_server(service: MemoryService) -> Any:
         ] = False,
         as_of: Annotated[str | None, Field(description="As the store stood then.")] = None,
         limit: Annotated[int, Field(description="At most this many.", gt=0, le=1000)] = 50,
-        offset: Annotated[int, Field(description="Skip this many first.", ge=0)] = 0,
+        offset: Annotated[int, Field(description="Skip this many first.", ge=0, le=INT64_MAX)] = 0,
         bank: Annotated[str | None, Field(description="Memory bank.")] = None,
     ) -> list[dict[str, Any]]:
         selection = {
@@ -380,7 +394,9 @@ def build_server(service: MemoryService) -> Any:
         "dry_run, only report what would go. The same JSON as `mem forget --format json`.",
     )
     def forget(
-        ids: Annotated[list[int] | None, Field(description="Fact ids.")] = None,
+        ids: Annotated[
+            list[Annotated[int, Field(ge=1, le=INT64_MAX)]] | None, Field(description="Fact ids.")
+        ] = None,
         document_id: Annotated[str | None, Field(description="Every fact of it.")] = None,
         source_id: Annotated[str | None, Field(description="Facts of this input id.")] = None,
         tags: Annotated[list[str] | None, Field(description="Facts with these tags.")] = None,
@@ -390,7 +406,9 @@ def build_server(service: MemoryService) -> Any:
         query: Annotated[
             str | None, Field(description="The facts recall ranks best for it.")
         ] = None,
-        limit: Annotated[int, Field(description="With query: at most this many.", gt=0)] = 10,
+        limit: Annotated[
+            int, Field(description="With query: at most this many.", gt=0, le=INT64_MAX)
+        ] = 10,
         dry_run: Annotated[bool, Field(description="Change nothing; say what would go.")] = False,
         bank: Annotated[str | None, Field(description="Memory bank.")] = None,
     ) -> dict[str, Any]:

@@ -120,6 +120,9 @@ def test_bad_calls_are_errors_and_the_server_keeps_serving(db_path):
                 await client.call_tool("recall", {"budget": "low"}),
                 await client.call_tool("retain", {"text": "x", "at": "not a date at all"}),
                 await client.call_tool("no_such_tool", {}),
+                # Before: "unexpected OverflowError: int too big to convert".
+                await client.call_tool("list", {"offset": 2**63}),
+                await client.call_tool("forget", {"ids": [2**64], "dry_run": True}),
             ]
             retained = await client.call_tool("retain", {"text": "Still here after the errors."})
             results.append(await client.call_tool("recall", {"query": "x", "bank": "nope"}))
@@ -133,7 +136,9 @@ def test_bad_calls_are_errors_and_the_server_keeps_serving(db_path):
     assert "budget" in text_of(bad[0])
     assert "max_tokens" in text_of(bad[1])
     assert "query" in text_of(bad[2])
-    assert "nope" in text_of(bad[5])
+    assert "nope" in text_of(bad[7])
+    assert "offset" in text_of(bad[5]) and "Overflow" not in text_of(bad[5])
+    assert "ids" in text_of(bad[6]) and "Overflow" not in text_of(bad[6])
     assert not retained.is_error, text_of(retained)
     assert not recalled.is_error, text_of(recalled)
     assert recalled.structured_content["results"][0]["text"] == "Still here after the errors."
