@@ -88,10 +88,18 @@ def mem_recall(query: str) -> str:
     memories most relevant to the query, best first. Each line gives when it was said and,
     separately, the date it talks about; a plan said earlier about a later date is a plan,
     not something that already happened."""
+    from memcli.display import has_visible_text
+
+    # The model reads the reason instead of a crash; a tool call's arguments are the
+    # model's, so their types are checked too.
+    if not isinstance(query, str):
+        return f"mem: error: the query must be text, not {type(query).__name__}"
+    if not has_visible_text(query):
+        return "mem: error: the query is empty: say what to search the memories for"
     try:
         return recall_text(query)
-    except Exception as exc:  # noqa: BLE001 - the model reads the reason instead of a crash
-        return f"mem: error: {exc}"
+    except Exception as exc:  # noqa: BLE001
+        return f"mem: error: {str(exc).removeprefix('mem: ')}"
 
 
 @llm.hookimpl

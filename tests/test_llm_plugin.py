@@ -112,3 +112,25 @@ def test_fragment_fits_max_tokens_or_says_it_cannot(memories):
             assert "Lisbon trip for May 9-16" in fragment and count_tokens(fragment) <= budget
         else:  # no memory block fits 30 tokens with the header line
             assert "none fit 30 tokens" in fragment, fragment
+
+
+@pytest.mark.parametrize(
+    "query, says",
+    [
+        ("", "mem: error: the query is empty"),
+        (123, "mem: error: the query must be text, not int"),
+    ],
+)
+def test_a_bad_tool_query_gets_one_plain_reason(memories, query, says):
+    """Before: "mem: error: mem: give a query, e.g. mem:"Lisbon trip"" (the fragment's
+    syntax, prefix doubled) and "mem: error: 'int' object is not iterable"."""
+    call = {"prompt": "x", "tool_calls": [{"name": "mem_recall", "arguments": {"query": query}}]}
+    r = llm(memories, "-m", "echo", "--no-log", "--tool", "mem_recall", json.dumps(call))
+    assert r.returncode == 0, r.stderr
+    decoder = json.JSONDecoder()
+    text = r.stdout.strip()
+    _, end = decoder.raw_decode(text)
+    second, _ = decoder.raw_decode(text[end:].lstrip())
+    (result,) = second["tool_results"]
+    assert result["output"].startswith(says), result["output"]
+    assert "mem: error: mem:" not in result["output"]
