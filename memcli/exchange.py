@@ -513,6 +513,12 @@ def import_lines(
                 f"{name} refers to {dangling} rows it does not hold (ids of another bank?); "
                 "nothing imported"
             )
+        loops = store.correction_loops(bank_id)
+        if loops:
+            raise LifecycleError(
+                f"{name} has {loops} facts whose corrections lead back to themselves (no "
+                "version is current): the file is damaged; nothing imported"
+            )
     report_counts = {**got, "embedded": counts["reembedded"]}
     return ImportReport(
         target, report_counts, renumbered, counts["reembedded"], time.perf_counter() - started

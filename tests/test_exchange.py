@@ -579,3 +579,21 @@ def test_a_full_disk_during_an_import_into_a_new_path_names_that_path(
     assert proc.stderr.startswith(f"mem: error: disk full writing {fresh} ("), proc.stderr
     assert ".building" not in proc.stderr and not fresh.exists()
     assert not fresh.parent.exists()
+
+
+@pytest.mark.parametrize("shape", ["loop", "self"])
+def test_a_correction_chain_that_comes_back_to_itself_is_refused(
+    source: Path, target: Path, shape: str
+) -> None:
+    """Before: imported, with no version of the fact current (in no list and no recall),
+    and `mem doctor` passed."""
+    rows = [json.loads(line) for line in ok(mem(source, "export")).splitlines()]
+    facts = {r["id"]: r for r in rows if r["kind"] == "fact"}
+    old = next(r for r in facts.values() if r["superseded_by"] is not None)
+    new = facts[old["superseded_by"]]
+    if shape == "loop":  # the correction is closed by the fact it corrected
+        new["superseded_by"], new["invalid_at"] = old["id"], old["invalid_at"]
+    else:  # a fact that corrects itself
+        old["superseded_by"] = old["id"]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    _bad_import(target, text, "lead back to themselves")

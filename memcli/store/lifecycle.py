@@ -575,6 +575,21 @@ class LifecycleMixin:
         """Rows whose foreign keys point nowhere (checked before an import commits)."""
         return len(self.conn.execute("PRAGMA foreign_key_check").fetchall())
 
+    def correction_loops(self, bank_id: int) -> int:
+        """Facts of the bank whose correction chain (superseded_by, on and on) comes back to
+        them: no version of it is current (checked before an import commits)."""
+        return self.conn.execute(
+            "WITH RECURSIVE walk(start, at, steps) AS ("
+            " SELECT id, superseded_by, 1 FROM facts"
+            " WHERE bank_id = ? AND superseded_by IS NOT NULL"
+            " UNION ALL"
+            " SELECT w.start, f.superseded_by, w.steps + 1 FROM walk w JOIN facts f ON f.id = w.at"
+            " WHERE f.superseded_by IS NOT NULL AND w.at != w.start"
+            " AND w.steps <= (SELECT count(*) FROM facts WHERE bank_id = ?))"
+            " SELECT count(DISTINCT start) FROM walk WHERE at = start",
+            (bank_id, bank_id),
+        ).fetchone()[0]
+
     # -- re-embedding ---------------------------------------------------------------------
 
     def embedding_inputs(
