@@ -183,8 +183,12 @@ def retain(
         when = parse_when(at) if at else None
     except ValueError as exc:
         fail(f"--at: {exc}", 2)
+    from memcli.clock import utcnow
     from memcli.store import FACT_TYPES
 
+    if supersedes is not None and when is not None and when > utcnow():
+        # As `mem correct --at`: a correction in the future would leave both current.
+        fail(f"--at {at} is in the future: a correction is made now or was made earlier", 2)
     if fact_type is not None and fact_type not in FACT_TYPES:
         fail(f"--type: unknown type {fact_type!r} (use {', '.join(FACT_TYPES)})", 2)
     defaults: dict[str, Any] = {

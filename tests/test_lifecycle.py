@@ -353,6 +353,14 @@ def test_correct_bad_input_changes_nothing(db: Path) -> None:
     old = fact_id(db, "Rotterdam")
     one_line_error(mem(db, "correct", str(old), "   "), "empty")
     one_line_error(mem(db, "correct", str(old), "x", "--at", "2001-01-01"), "before fact")
+    # Before: taken, and `list` (valid now) then showed the correction while `list --as-of
+    # now` showed the old fact, still valid until 2030.
+    r = mem(db, "correct", str(old), "x", "--at", "2030-01-01")
+    assert r.exit_code == 2
+    one_line_error(r, "--at", "future")
+    r = mem(db, "retain", "--supersedes", str(old), "x", "--at", "2030-01-01")
+    assert r.exit_code == 2
+    one_line_error(r, "--at", "future")
     assert db_snapshot(db) == before
 
 

@@ -422,6 +422,12 @@ def correct(
     from memcli.retain import Retainer
 
     when = _when(at, "--at")
+    from memcli.clock import utcnow
+
+    if when is not None and when > utcnow():
+        # A correction closes the old fact at its time: one in the future would leave both
+        # current until then (a plan to change is a new memory, not a correction).
+        fail(f"--at {at} is in the future: a correction is made now or was made earlier", 2)
     store = open_store(create=False)
     try:
         with _errors():
