@@ -98,18 +98,30 @@ def to_text(result: RecallResult, decorate: bool = False, color: bool | None = N
 
 
 def to_markdown(result: RecallResult) -> str:
+    """The memories as a Markdown list; heading and list fit --max-tokens as the text output
+    does (the lowest ranked go first; the chunks have their own --max-chunk-tokens)."""
     query = one_line(result.query)
     day = utc_to_local(result.now).date().isoformat()
-    lines = [f"## Memories for: {query}", "", f"As of {day}.", ""]
+    head = [f"## Memories for: {query}", "", f"As of {day}.", ""]
+    items = []
     for c in result.results:
         f = c.fact
         who = f"**{f.context}:** " if f.context else ""
-        lines.append(f"- *{said_and_about(f)}* {who}{f.text}")
+        items.append(f"- *{said_and_about(f)}* {who}{f.text}")
+    while items and _tokens("\n".join(head + items)) > result.max_tokens:
+        items.pop()
+    lines = head + items
     if result.chunks:
         lines += ["", "### Source chunks", ""]
         for ch in result.chunks:
             lines += ["```text", ch["text"], "```", ""]
     return terminal_safe("\n".join(lines).rstrip() + "\n")
+
+
+def _tokens(text: str) -> int:
+    from memcli.tokens import count_tokens
+
+    return count_tokens(text)
 
 
 def candidate_json(c: Candidate) -> dict[str, Any]:

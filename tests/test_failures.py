@@ -747,3 +747,20 @@ def test_a_token_budget_below_the_header_is_a_usage_error(db_path):
     r = mem(db_path, "recall", "cat", "--max-tokens", "20")
     assert r.exit_code == 2 and r.stdout == ""
     one_error_line(r.stderr, "--max-tokens 20", "header")
+
+
+def test_markdown_output_fits_max_tokens_too(db_path, tmp_path):
+    """Before: `--format md` printed every memory the budget kept for the text blocks, over
+    --max-tokens (36 tokens for --max-tokens 30)."""
+    from memcli.tokens import count_tokens
+
+    rows = [{"text": f"Note {i}: the parcel for flat {i} came on day {i + 1}."} for i in range(20)]
+    assert (
+        mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "n.jsonl", rows))).exit_code
+        == 0
+    )
+    for budget in (40, 80, 200):
+        r = mem(db_path, "recall", "parcel for flat", "--max-tokens", str(budget), "--format", "md")
+        assert r.exit_code == 0, r.output
+        assert count_tokens(r.stdout.rstrip("\n")) <= budget, (budget, r.stdout)
+        assert "- *" in r.stdout or budget < 50
