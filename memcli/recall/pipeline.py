@@ -10,6 +10,7 @@ main thread reads the semantic and temporal hits' facts while the graph arm runs
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterable
@@ -134,7 +135,16 @@ def _recall_once(
         as_of=options.as_of,
     )
     ctx = ArmContext(
-        store, bank_id, query, None, window, limit, filters, settings, now, said_instants(window)
+        store,
+        bank_id,
+        query,
+        None,
+        window,
+        limit,
+        filters,
+        settings,
+        now,
+        said_instants(window),
     )
     wanted = set(options.arms)
     arms: dict[str, ArmResult] = {}
@@ -332,17 +342,7 @@ def _on_own_connection(
     except StoreError:
         return timed(fn, ctx, *args)
     try:
-        own = ArmContext(
-            reader,
-            ctx.bank_id,
-            ctx.query,
-            ctx.query_vec,
-            ctx.window,
-            ctx.limit,
-            ctx.filters,
-            ctx.settings,
-            ctx.now,
-        )
+        own = dataclasses.replace(ctx, store=reader)
         result = timed(fn, own, *args)
         unread = [h.fact_id for h in result.hits if h.fact_id not in known]
         result.facts = reader.facts_by_id(unread, ctx.bank_id)
