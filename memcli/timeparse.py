@@ -178,6 +178,15 @@ def _season(name: str, year: int) -> TimeSpan:
     return TimeSpan(datetime(year, first, 1), datetime(y2, m2, 1))
 
 
+def _distance(span: TimeSpan, when: datetime) -> float:
+    """Seconds from `when` to the span (0 inside it)."""
+    if when < span.start:
+        return (span.start - when).total_seconds()
+    if when >= span.end:
+        return (when - span.end).total_seconds()
+    return 0.0
+
+
 def _season_label(name: str, d: date) -> int:
     """Label year of the instance of season ``name`` that is current or most recent at ``d``."""
     first = _SEASON_MONTH[name]
@@ -702,8 +711,16 @@ class _Scan:
                 span = _season(name, t.year if name != "winter" or t.month >= 3 else t.year - 1)
             elif self.future and current.end <= self.anchor:
                 span = _season(name, label + 1)
-            else:
+            elif self.looks_back:
                 span = current
+            else:
+                # As a yearless month: the instance nearest to when it was said ("before
+                # winter", said in November, is the coming one, not the one that ended in
+                # March).
+                span = min(
+                    (_season(name, label + k) for k in (0, 1)),
+                    key=lambda s: _distance(s, self.anchor),
+                )
         if mod:
             span = _thirds(span, mod)
         return self._open(span, pre)

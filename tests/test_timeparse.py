@@ -453,3 +453,21 @@ def test_yearless_dates_are_nearest_to_when_they_were_said(text, said, start, en
         datetime(start.year, start.month, start.day),
         datetime(end.year, end.month, end.day),
     )
+
+
+@pytest.mark.parametrize(
+    "text, start",
+    [
+        # Before: the season that ended in March ("current or most recent"), though the
+        # coming one starts in 26 days. Now the nearest, as for a yearless month.
+        ("The car needs new tires before winter.", "2026-12-01"),
+        ("In winter the lake freezes.", "2026-12-01"),
+        ("The garden needs work before spring.", "2027-03-01"),
+        # Plainly past, or nearer behind: the one gone.
+        ("We went skiing in winter.", "2025-12-01"),
+        ("I love the lake in summer.", "2026-06-01"),
+    ],
+)
+def test_a_season_without_a_year_is_the_one_nearest_to_when_it_was_said(text, start):
+    span = extract_fact_time(text, datetime(2026, 11, 5, 8))
+    assert span is not None and span.start == datetime.fromisoformat(start)
