@@ -353,8 +353,9 @@ def build_server(service: MemoryService) -> Any:
 
     @server.tool(
         name="list",
-        description="List stored memories, newest said first, optionally filtered (the same "
-        "JSON as `mem list --format json`). Use it to find fact ids for `forget`.",
+        description="List stored memories, newest said first, optionally filtered: "
+        '{"facts": [...]}, the array `mem list --format json` prints. Use it to find fact '
+        "ids for `forget`.",
     )
     def list_memories(
         tags: Annotated[list[str] | None, Field(description="Only facts with these tags.")] = None,
@@ -372,7 +373,7 @@ def build_server(service: MemoryService) -> Any:
         limit: Annotated[int, Field(description="At most this many.", gt=0, le=1000)] = 50,
         offset: Annotated[int, Field(description="Skip this many first.", ge=0, le=INT64_MAX)] = 0,
         bank: Annotated[str | None, Field(description="Memory bank.")] = None,
-    ) -> list[dict[str, Any]]:
+    ) -> dict[str, Any]:
         selection = {
             "tags": tags,
             "tags_match": tags_match,
@@ -385,7 +386,9 @@ def build_server(service: MemoryService) -> Any:
             "valid_only": not include_invalid,
             "as_of": as_of,
         }
-        return run(service.list_facts, selection, limit, offset, bank)
+        # An object, not the bare array: the SDK gives an array one content block per item,
+        # and none at all when it is empty.
+        return {"facts": run(service.list_facts, selection, limit, offset, bank)}
 
     @server.tool(
         name="forget",

@@ -187,7 +187,10 @@ def test_list_and_forget_tools(db_path):
         return out
 
     out = run(session)
-    listed = out["list"].structured_content["result"]
+    listed = out["list"].structured_content["facts"]
+    # One text block holding the whole answer (an array made one block per fact).
+    assert len(out["list"].content) == 1
+    assert json.loads(out["list"].content[0].text) == {"facts": listed}
     assert sorted(x["text"] for x in listed) == [
         "Maya prefers aisle seats on flights.",
         "The spare key is under the blue pot.",
@@ -200,7 +203,7 @@ def test_list_and_forget_tools(db_path):
     home_id = next(x["id"] for x in listed if "spare key" in x["text"])
     assert out["dry"].structured_content["would_forget"] == [home_id]
     assert out["forget"].structured_content["forgotten"] == [home_id]
-    after = out["after"].structured_content["result"]
+    after = out["after"].structured_content["facts"]
     assert [x["text"] for x in after] == ["Maya prefers aisle seats on flights."]
 
 
