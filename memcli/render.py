@@ -40,30 +40,37 @@ def text_header(result: RecallResult, results: list[Candidate] | None = None) ->
 
 
 def text_results(result: RecallResult) -> list[Candidate]:
-    """The memories the text output shows: those the budget kept, less the lowest ranked
-    while the whole text (header and blank lines too) could exceed --max-tokens."""
+    """The memories the text output shows: those the budget kept, while the whole text
+    (header and blank lines too) fits --max-tokens."""
     from memcli.recall.budget import fit_frame
 
     # The header of all of them is the longest any subset gets (the legend only if some
-    # memory needs it). Its UTF-8 bytes bound its tokens without loading the encoding (a
-    # cold start's ~0.1 s); only when that bound would drop a memory is it counted.
+    # memory needs it). Its UTF-8 bytes bound its tokens without loading the tokenizer
+    # (~0.1 s of a cold recall); a roomy budget pays that bound by its lowest ranked
+    # memories, a memory or two. Where the bound is a large share of the budget (a small
+    # --max-tokens, a long query), the header is counted and the room left refilled.
     header = text_header(result) + "\n\n"
     frame = len(header.encode("utf-8"))
-    if frame + sum(c.tokens + 1 for c in result.results) > result.max_tokens:
-        from memcli.blocks import block_tokens
-        from memcli.tokens import count_tokens
+    if frame + sum(c.tokens + 1 for c in result.results) <= result.max_tokens:
+        return list(result.results)
+    if frame * 8 <= result.max_tokens:
+        out = list(result.results)
+        used = frame + sum(c.tokens + 1 for c in out)
+        while out and used > result.max_tokens:
+            used -= out.pop().tokens + 1
+        return out
+    from memcli.blocks import block_tokens
+    from memcli.tokens import count_tokens
 
-        frame = count_tokens(header)
-        return fit_frame(
-            result.results,
-            result.ranked,
-            result.max_tokens,
-            frame,
-            lambda c: block_tokens(c.fact),
-            result.limit,
-            result.min_score,
-        )
-    return list(result.results)
+    return fit_frame(
+        result.results,
+        result.ranked,
+        result.max_tokens,
+        count_tokens(header),
+        lambda c: block_tokens(c.fact),
+        result.limit,
+        result.min_score,
+    )
 
 
 def header_tokens(result: RecallResult) -> int:
