@@ -189,3 +189,27 @@ def test_fused_share_is_the_synthetic_base_without_a_reranker():
     cands = fusion.fuse({"keyword": arm("keyword", [7, 8])}, "rrf", 60, {}, {})
     rerank.apply(cands, "q", None, cap=50, synthetic="fused")
     assert [c.base for c in cands] == pytest.approx([1.0, (1 / 62) / (1 / 61)])
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo", "America/New_York", "Pacific/Kiritimati"])
+def test_temporal_signal_skips_only_conversions_that_cannot_matter(monkeypatch, zone):
+    """A fact said more than a day outside the window scores 0 without its local time being
+    worked out; against converting every one, on random facts and windows."""
+    import random
+    from datetime import timedelta
+
+    from memcli.clock import utc_to_local
+
+    monkeypatch.setenv("TZ", zone)
+    rng = random.Random(3)
+    base = datetime(2026, 3, 1)
+    for _ in range(400):
+        said = base + timedelta(hours=rng.randrange(0, 24 * 60))
+        start = base + timedelta(hours=rng.randrange(0, 24 * 60))
+        window = TimeSpan(start, start + timedelta(hours=rng.choice([1, 24, 24 * 7])),
+                          open_ended=rng.random() < 0.3)  # fmt: skip
+        # The same instant given as a period of its local time: always converted.
+        as_local = fact(mentioned_at=said, occurred_start=utc_to_local(said))
+        assert scoring.temporal_signal(fact(mentioned_at=said), window) == (
+            scoring.temporal_signal(as_local, window)
+        )

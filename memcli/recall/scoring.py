@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from memcli import fts
 from memcli.clock import utc_to_local
@@ -41,14 +41,24 @@ def recency_signal(fact: Fact, now: datetime, horizon_days: float = 365.0) -> fl
     return min(signal, 0.5) if running else signal
 
 
+_ANY_UTC_OFFSET = timedelta(days=1)
+
+
 def temporal_signal(fact: Fact, window: TimeSpan | None) -> float:
     """1 - min(days from the window centre / half the window, 1); 0.5 when the query has no
     time. An open window ("since May") has no centre: 1 inside it, 0 outside."""
     if window is None:
         return 0.5
     # On the user's calendar, as the window is: a period as stored, the instant said as
-    # local time.
-    start = fact.occurred_start or utc_to_local(fact.mentioned_at)
+    # local time. An instant more than a day outside the window (no zone is that far from
+    # UTC) stays outside it and scores 0 either way, so most candidates skip the conversion.
+    if fact.occurred_start is None:
+        said = fact.mentioned_at
+        if said < window.start - _ANY_UTC_OFFSET or said >= window.end + _ANY_UTC_OFFSET:
+            return 0.0
+        start = utc_to_local(said)
+    else:
+        start = fact.occurred_start
     end = fact.occurred_end or start
     if window.open_ended:
         # Half-open like the window; a bare time is a point.
