@@ -535,3 +535,22 @@ def test_a_time_question_means_the_days_of_the_users_time_zone(
     assert named(c.fact.text for c in result.results[: len(in_window)]) == in_window
     found = result.arms["temporal"].notes["window_facts"]
     assert found.get("in_window", found.get("listed")) == len(in_window)
+
+
+def test_a_question_that_is_all_time_words_gets_the_windows_memories_whatever_they_say(
+    store, remember, embedder
+):
+    """Before: the temporal arm kept only the window's facts within a cosine of 0.1 of the
+    query, and "what happened last year?" has no topic: the year's one memory (cosine -0.06)
+    was left out, and this year's came first."""
+    for text, at in [
+        ("I am allergic to penicillin.", datetime(2025, 5, 5, 9)),
+        ("Went hiking with Ben.", datetime(2026, 11, 2, 9)),
+        ("Bought a new espresso machine.", datetime(2026, 11, 20, 9)),
+        ("Happened to meet Anna at the market.", datetime(2026, 10, 3, 9)),
+    ]:
+        remember([RetainItem(text, timestamp=at)])
+    result = run(store, embedder, "what happened last year?", now=datetime(2026, 12, 4, 12))
+    assert result.results[0].fact.text == "I am allergic to penicillin.", [
+        c.fact.text for c in result.results
+    ]

@@ -134,6 +134,13 @@ def _recall_once(
         options.tags_match,
         as_of=options.as_of,
     )
+    # The share of the query's terms that name its window: it weighs the temporal arm in
+    # fusion, and says how little topic the temporal arm has to filter the window's facts by.
+    share = (
+        fusion.time_share(query, time_words, settings.keyword_cjk_terms)
+        if "temporal" in options.arms and window is not None
+        else 0.0
+    )
     ctx = ArmContext(
         store,
         bank_id,
@@ -145,6 +152,7 @@ def _recall_once(
         settings,
         now,
         said_instants(window),
+        share,
     )
     wanted = set(options.arms)
     arms: dict[str, ArmResult] = {}
@@ -226,11 +234,7 @@ def _recall_once(
     rules = getattr(model, "rules", None)
     # A question about a time weighs the temporal arm by how much of it is time words; RRF
     # (shown beside) keeps the reference weights.
-    share = (
-        fusion.time_share(query, time_words, settings.keyword_cjk_terms)
-        if "temporal" in arms
-        else 0.0
-    )
+    share = share if "temporal" in arms else 0.0
     score_weights, weights_note = fusion.query_weights(
         settings.score_weights, query, rules, settings, share
     )

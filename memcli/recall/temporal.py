@@ -81,7 +81,11 @@ def run(ctx: ArmContext) -> ArmResult:
         said=ctx.said_window,
     )
     cosine = dict(nearest)
-    pool = [f for f, c in nearest if c >= s.temporal_pool_floor]
+    # The cosine floor keeps off-topic facts of the window out; a query that is all time
+    # words ("what happened last year?") has no topic to be off, so the floor falls with the
+    # time words' share t, to -1 (every fact of the window) at t = 1.
+    floor = s.temporal_pool_floor - ctx.time_share * (1.0 + s.temporal_pool_floor)
+    pool = [f for f, c in nearest if c >= floor]
     times = calendar_spans(ctx.store.fact_time_spans(pool))
     pool = [f for f in pool if f in times]  # a fact deleted meanwhile by another process
     # Score in the pool: half how well it fits the window, half how well it fits the query.

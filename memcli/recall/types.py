@@ -79,6 +79,8 @@ class ArmContext:
     # The window as UTC instants, for facts dated by when they were said (the window itself
     # is a span of the user's calendar, like the periods facts talk about).
     said_window: tuple[datetime, datetime] | None = None
+    # The share of the query's terms that name the window (fusion.time_share).
+    time_share: float = 0.0
 
 
 @dataclass
