@@ -466,7 +466,8 @@ def recall(
             typer.echo(body)
         elif result.results:
             # Memories matched and fit, the header line does not: the budget is the problem.
-            need = render.header_tokens(result) + result.results[0].tokens + 1
+            smallest = min(c.tokens for c in result.results)
+            need = max(render.header_tokens(result) + smallest + 1, result.max_tokens + 1)
             fail(
                 f"--max-tokens {result.max_tokens} cannot hold the header line and one "
                 f"memory: give at least {need}",

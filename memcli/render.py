@@ -42,35 +42,40 @@ def text_header(result: RecallResult, results: list[Candidate] | None = None) ->
 def text_results(result: RecallResult) -> list[Candidate]:
     """The memories the text output shows: those the budget kept, while the whole text
     (header and blank lines too) fits --max-tokens."""
+    from memcli.blocks import block_tokens
     from memcli.recall.budget import fit_frame
 
     # The header of all of them is the longest any subset gets (the legend only if some
     # memory needs it). Its UTF-8 bytes bound its tokens without loading the tokenizer
-    # (~0.1 s of a cold recall); a roomy budget pays that bound by its lowest ranked
-    # memories, a memory or two. Where the bound is a large share of the budget (a small
-    # --max-tokens, a long query), the header is counted and the room left refilled.
+    # (~0.1 s of a cold recall), and a roomy budget (8 times the bound or more) is filled
+    # with that bound. A tighter one, or a roomy one it leaves empty, counts the header; the
+    # room it leaves is capped at the roomy budgets' smallest (7 times the bound), so more
+    # room never means less for the memories.
     header = text_header(result) + "\n\n"
     frame = len(header.encode("utf-8"))
-    if frame + sum(c.tokens + 1 for c in result.results) <= result.max_tokens:
+    budget = result.max_tokens
+    if frame + sum(c.tokens + 1 for c in result.results) <= budget:
         return list(result.results)
-    if frame * 8 <= result.max_tokens:
-        out = list(result.results)
-        used = frame + sum(c.tokens + 1 for c in out)
-        while out and used > result.max_tokens:
-            used -= out.pop().tokens + 1
-        return out
-    from memcli.blocks import block_tokens
+
+    def fill(frame_tokens: int) -> list[Candidate]:
+        return fit_frame(
+            result.results,
+            result.ranked,
+            budget,
+            frame_tokens,
+            lambda c: block_tokens(c.fact),
+            result.limit,
+            result.min_score,
+        )
+
+    if budget >= 8 * frame:
+        shown = fill(frame)
+        if shown:
+            return shown
     from memcli.tokens import count_tokens
 
-    return fit_frame(
-        result.results,
-        result.ranked,
-        result.max_tokens,
-        count_tokens(header),
-        lambda c: block_tokens(c.fact),
-        result.limit,
-        result.min_score,
-    )
+    exact = count_tokens(header)
+    return fill(exact if budget >= 8 * frame else max(exact, budget - 7 * frame))
 
 
 def header_tokens(result: RecallResult) -> int:

@@ -108,3 +108,50 @@ def test_piped_text_output_fits_max_tokens_header_and_blank_lines_included(tmp_p
     # A tight budget shows none, a roomy one all that match; more room never shows fewer.
     assert shown[0] == 0 and shown[-1] == everything.count("\n[") >= 3
     assert shown == sorted(shown), str(shown)
+
+
+def test_a_big_top_memory_leaves_room_for_smaller_ones_at_any_budget():
+    """Review finding: with a roomy budget the header was paid only by dropping from the
+    end, so a top memory too big for the room left showed nothing ("give at least 841" for
+    --max-tokens 900) though a small memory fitted; and at the switch to counting the
+    header, more room showed fewer memories. Every budget from 40 to 1400 tokens here."""
+    from datetime import datetime
+
+    from memcli import render
+    from memcli.blocks import block_tokens
+    from memcli.recall.types import RecallResult
+    from memcli.store import Fact
+    from memcli.tokens import count_tokens
+
+    def fact(i: int, text: str) -> Fact:
+        return Fact(id=i, text=text, context=None, fact_type="world",
+                    mentioned_at=datetime(2026, 3, 1), occurred_start=None, occurred_end=None,
+                    tags=[], metadata={}, proof_count=1, source_id=None, document_id=None,
+                    chunk_id=None, entities=[])  # fmt: skip
+
+    long = " ".join(f"step{i} moves ledger {i} to the new cluster." for i in range(90))
+    texts = [long, "The billing migration is short.", "Step0 and step1 go first.", long[:900]]
+    ranked = []
+    for i, text in enumerate(texts, start=1):
+        c = Candidate(i, {}, {})
+        c.fact, c.final = fact(i, text), 1.0 - i / 10
+        ranked.append(c)
+    shown = []
+    budgets = range(40, 1400, 10)
+    for budget in budgets:
+        kept, used = fit(ranked, budget, lambda c: block_tokens(c.fact))
+        result = RecallResult(
+            query="what is the billing migration plan, step by step?", now=datetime(2026, 3, 2),
+            budget="mid", max_tokens=budget, total_tokens=used, reranker=None,
+            synthetic_scores=True, time_window=None, results=kept, ranked=ranked, arms={},
+            timings={},
+        )  # fmt: skip
+        text = render.to_text(result)
+        assert count_tokens(text) <= budget, budget
+        shown.append(len(render.text_results(result)))
+    # Below the big memory's own size (998 tokens) more room never shows fewer, across the
+    # switch from counting the header to its byte bound (8 x ~100 bytes); from there on,
+    # best first, the big one takes the room of the small ones, as fit() does.
+    below = [n for b, n in zip(budgets, shown) if b < 998]
+    assert below == sorted(below), below
+    assert shown[0] == 0 and 0 not in shown[2:] and shown[-1] == 4, shown
