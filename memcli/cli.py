@@ -622,6 +622,18 @@ def _has_surrogate(text: str) -> bool:
     return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
+def _undecodable_input() -> str | None:
+    """The first argument or MEM_ variable with bytes that are not UTF-8, as the user would
+    name it ("argument 'caf\\xe9'", "MEM_BANK"), or None."""
+    for arg in sys.argv[1:]:
+        if _has_surrogate(arg):
+            return f"argument '{os.fsencode(arg).decode('utf-8', 'backslashreplace')}'"
+    for name, value in sorted(os.environ.items()):
+        if name.startswith("MEM_") and _has_surrogate(value):
+            return f"${name}"
+    return None
+
+
 def _stdout_reader_gone() -> bool:
     """Whether click has met a closed stdout pipe (it wraps the streams when it does)."""
     try:
@@ -674,18 +686,16 @@ def main() -> None:
     except (KeyboardInterrupt, click_abort):
         typer.echo("mem: interrupted", err=True)
         exit_now(130)
-    except UnicodeEncodeError:
-        # Bytes that are not UTF-8 in an argument reach Python as lone surrogates, which
-        # SQLite cannot take (a file name may have them: files open by their bytes).
-        bad = next((a for a in sys.argv[1:] if _has_surrogate(a)), None)
-        if bad is None or os.environ.get("MEM_DEBUG"):
-            raise
-        shown = os.fsencode(bad).decode("utf-8", "backslashreplace")
-        typer.echo(f"mem: error: argument '{shown}' is not valid UTF-8 text", err=True)
-        exit_now(2)
     except Exception as exc:  # noqa: BLE001 - last line of defence, see docstring
         if os.environ.get("MEM_DEBUG"):
             raise
+        if isinstance(exc, UnicodeEncodeError):
+            # Bytes that are not UTF-8 in an argument or a MEM_ variable reach Python as lone
+            # surrogates, which SQLite cannot take (file names may: files open by bytes).
+            bad = _undecodable_input()
+            if bad is not None:
+                typer.echo(f"mem: error: {bad} is not valid UTF-8 text", err=True)
+                exit_now(2)
         from memcli.cliutil import describe_unexpected
 
         typer.echo(f"mem: error: {describe_unexpected(exc)}", err=True)

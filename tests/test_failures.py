@@ -764,3 +764,20 @@ def test_markdown_output_fits_max_tokens_too(db_path, tmp_path):
         assert r.exit_code == 0, r.output
         assert count_tokens(r.stdout.rstrip("\n")) <= budget, (budget, r.stdout)
         assert "- *" in r.stdout or budget < 50
+
+
+def test_a_mem_variable_that_is_not_utf8_is_a_one_line_error(db_path):
+    """Review finding: MEM_BANK with a byte that is not UTF-8 gave a traceback."""
+    seeded(db_path)
+    for args in (("retain", "hello there"), ("recall", "key")):
+        done = subprocess.run(
+            [sys.executable, "-m", "memcli", "--db", str(db_path), *args],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            env={**os.environ, "MEM_BANK": os.fsdecode(b"b\xff")},
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        one_error_line(done.stderr, "$MEM_BANK", "not valid UTF-8")
+    assert fact_count(db_path) == 1
