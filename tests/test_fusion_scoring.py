@@ -213,3 +213,23 @@ def test_temporal_signal_skips_only_conversions_that_cannot_matter(monkeypatch, 
         assert scoring.temporal_signal(fact(mentioned_at=said), window) == (
             scoring.temporal_signal(as_local, window)
         )
+
+
+@pytest.mark.parametrize(
+    "start, end, fit",
+    [
+        ((2026, 6, 1), (2026, 6, 1), 1.0),  # a point inside
+        ((2026, 5, 1), (2026, 5, 1), 1.0),  # a point at the start: inside (half-open)
+        ((2026, 4, 1), (2026, 5, 1), 0.5),  # April ends where the window starts: just outside
+        ((2026, 3, 2), (2026, 3, 2), 0.5 * (1 - 60 / 60)),  # 60 days before: 0
+        ((2026, 4, 1), (2026, 4, 1), 0.5 * (1 - 30 / 60)),  # 30 days before: half way down
+        ((2026, 12, 4, 12), (2026, 12, 4, 12), 0.5),  # a point at the end: outside
+    ],
+)
+def test_an_open_window_fits_inside_it_by_its_half_open_edges(start, end, fit):
+    """Review finding: an April period (ending, exclusive, on 1 May) fitted "since May" as 1,
+    and the fit outside reached 0 at 30 days, not the 60 of OPEN_WINDOW_FALLOFF."""
+    from memcli.recall.temporal import proximity
+
+    window = TimeSpan(datetime(2026, 5, 1), datetime(2026, 12, 4, 12), open_ended=True)
+    assert proximity(datetime(*start), datetime(*end), window) == pytest.approx(fit)

@@ -30,14 +30,21 @@ def proximity(start: datetime, end: datetime, window: TimeSpan) -> float:
     already a match), falling to 0 at half a window's width outside. An open window ("since
     May") has no centre: 1 anywhere inside, falling to 0 OPEN_WINDOW_FALLOFF outside (half
     of its width would be decades for "before 2020")."""
+    if window.open_ended:
+        # Half-open as the window (and temporal_signal, and the store): a period ends
+        # before its end, a bare time is a point.
+        if start < window.end and (end > window.start or start >= window.start):
+            return 1.0
+        overshoot = (
+            (window.start - end).total_seconds()
+            if end <= window.start
+            else (start - window.end).total_seconds()
+        )
+        return max(0.0, 0.5 * (1.0 - overshoot / OPEN_WINDOW_FALLOFF.total_seconds()))
     half = max((window.end - window.start).total_seconds() / 2, 1.0)
     centre = window.start + (window.end - window.start) / 2
     mid = start + (end - start) / 2
-    if window.open_ended:
-        half = min(half, OPEN_WINDOW_FALLOFF.total_seconds() / 2)
     if end >= window.start and start <= window.end:
-        if window.open_ended:
-            return 1.0
         distance = abs((mid - centre).total_seconds())
         return max(0.5, 1.0 - 0.5 * min(distance / half, 1.0))
     overshoot = (
