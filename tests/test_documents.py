@@ -395,3 +395,26 @@ def test_a_replace_that_keeps_a_correction_keeps_it_correcting(db_path, tmp_path
     valid, closed = _current_and_closed(db_path)
     assert valid == ["Maya lives in Munich.", "Shopping list: milk."]
     assert closed == {"Maya lives in Berlin.": "Maya lives in Munich."}
+    # Retained again at another time (review finding: only the very same time matched).
+    r = mem(db_path, "retain", "Maya lives in Munich.", "--document", "notes")
+    assert r.exit_code == 0, r.output
+    assert _current_and_closed(db_path) == (
+        ["Maya lives in Munich."],
+        {"Maya lives in Berlin.": "Maya lives in Munich."},
+    )
+
+
+def test_a_correction_made_to_a_document_survives_its_retain_again(db_path):
+    """`mem correct` of a document's fact, then the document retained again with that fact
+    unchanged: the correction still holds (review finding: both versions were current)."""
+    r = mem(db_path, "retain", "The team meeting is on Monday.", "--document", "notes",
+            "--at", "2026-11-01T10:00:00")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert mem(db_path, "correct", "1", "The team meeting is on Tuesday.").exit_code == 0
+    assert (
+        mem(db_path, "retain", "The team meeting is on Monday.", "--document", "notes").exit_code
+        == 0
+    )
+    valid, closed = _current_and_closed(db_path)
+    assert valid == ["The team meeting is on Tuesday."]
+    assert closed == {"The team meeting is on Monday.": "The team meeting is on Tuesday."}

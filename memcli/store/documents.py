@@ -103,26 +103,30 @@ class DocumentsMixin:
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
         return replaced
 
+    # A new version's fact "says the same" as an old one when its words, speaker and type
+    # are the same: a document retained again is retained at another time, so its facts'
+    # content hashes (which hold the times) differ.
+    _SAME_SAYING = "n.text = o.text AND n.context IS o.context AND n.fact_type = o.fact_type"
+
     def _same_content(self, fact_ids: Sequence[int], document_row: int) -> dict[int, int]:
-        """Of these facts, those with a fact of the same content (words, speaker, type and
-        times) in the document: id -> that fact's id."""
+        """Of these facts, those the document says again (_SAME_SAYING): id -> the first
+        such fact of the document."""
         return dict(
             self.conn.execute(
                 "SELECT o.id, min(n.id) FROM json_each(?) AS j JOIN facts o ON o.id = j.value "
-                "JOIN facts n ON n.document_id = ? AND n.content_hash = o.content_hash "
-                "GROUP BY o.id",
+                f"JOIN facts n ON n.document_id = ? AND {self._SAME_SAYING} GROUP BY o.id",
                 (json.dumps(list(fact_ids)), document_row),
             ).fetchall()
         )
 
     def _carry_closed_state(self, fact_ids: Sequence[int], document_row: int) -> None:
-        """A fact of the old version that a later fact (outside it) had corrected: its
-        same-content fact in the new version is closed as it was, so the correction still
-        holds. Inside atomic()."""
+        """A fact of the old version that a later fact (outside it) had corrected: the new
+        version's facts that say the same (_SAME_SAYING) are closed as it was, so the
+        correction still holds. Inside atomic()."""
         self.conn.execute(
             "UPDATE facts AS n SET invalid_at = o.invalid_at, superseded_by = o.superseded_by "
             "FROM json_each(?) AS j JOIN facts o ON o.id = j.value "
-            "WHERE n.document_id = ? AND n.content_hash = o.content_hash "
+            f"WHERE n.document_id = ? AND {self._SAME_SAYING} "
             "AND o.invalid_at IS NOT NULL AND n.invalid_at IS NULL "
             "AND (o.superseded_by IS NULL OR o.superseded_by NOT IN "
             "(SELECT value FROM json_each(?)))",
