@@ -112,7 +112,7 @@ def iter_facts(
     if limit is not None and limit <= 0:
         raise OptionError("--limit must be positive")
     if offset < 0:
-        raise LifecycleError("--offset cannot be negative")
+        raise OptionError("--offset cannot be negative")
     return store.iter_facts(bank_id, sel, limit=limit, offset=offset)
 
 

@@ -56,6 +56,7 @@ def test_usage_errors_exit_2_and_say_what_was_wrong(db_path):
         (["recall", "x", "--budget", "huge"], "huge"),
         (["recall", "x", "--include-chunks", "--max-chunk-tokens", "-5"], "--max-chunk-tokens"),
         (["list", "--limit", "0"], "--limit"),
+        (["list", "--offset", "-1"], "--offset"),
         (["list", "--type", "bogus"], "bogus"),
         (["list", "--since", "the day after never"], "--since"),
         (["forget", "--before", "the day after never", "--yes"], "--before"),
