@@ -117,6 +117,11 @@ class LlamaRunner:
             self._ctx = None
             self.close()
             raise ModelError(f"llama.cpp cannot make a context for {path}")
+        try:
+            llama_lib.raise_deferred_interrupt()  # a Ctrl-C during the set-up's log callback
+        except KeyboardInterrupt:
+            self.close()
+            raise
         self._memory = lib.llama_get_memory(self._ctx)
         self._batch = lib.llama_batch_init(n_ctx, 0, n_ctx)
         self._batch_size = n_ctx
@@ -137,6 +142,9 @@ class LlamaRunner:
         model_params.n_gpu_layers = 0
         model_params.use_extra_bufts = extra_buffers
         model = lib.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
+        from memcli.models import llama_lib
+
+        llama_lib.raise_deferred_interrupt()  # a Ctrl-C during the load's log callback
         if not model:
             raise ModelError(f"llama.cpp cannot load {path}: not a model it can read")
         return model
