@@ -459,7 +459,15 @@ def recall(
         typer.echo(render.dumps(obj))
         return
     if output is OutputFormat.md:
-        typer.echo(render.to_markdown(result), nl=False)
+        markdown = render.to_markdown(result)
+        if markdown:
+            typer.echo(markdown, nl=False)
+        elif result.results:
+            fail(
+                f"--max-tokens {result.max_tokens} cannot hold the Markdown heading and one "
+                "memory: give more",
+                2,
+            )
     else:
         body = render.to_text(result, decorate=sys.stdout.isatty())
         if body:

@@ -122,6 +122,8 @@ def to_markdown(result: RecallResult) -> str:
         items.append(f"- *{said_and_about(f)}* {who}{f.text}")
     while items and _tokens("\n".join(head + items)) > result.max_tokens:
         items.pop()
+    if (result.results and not items) or _tokens("\n".join(head)) > result.max_tokens:
+        return ""  # the budget cannot hold the heading and a memory (the CLI says so)
     lines = head + items
     if result.chunks:
         lines += ["", "### Source chunks", ""]

@@ -759,11 +759,16 @@ def test_markdown_output_fits_max_tokens_too(db_path, tmp_path):
         mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "n.jsonl", rows))).exit_code
         == 0
     )
-    for budget in (40, 80, 200):
+    for budget in (60, 80, 200):
         r = mem(db_path, "recall", "parcel for flat", "--max-tokens", str(budget), "--format", "md")
         assert r.exit_code == 0, r.output
         assert count_tokens(r.stdout.rstrip("\n")) <= budget, (budget, r.stdout)
-        assert "- *" in r.stdout or budget < 50
+        assert "- *" in r.stdout
+    # Too small for the heading and one memory: a usage error, not a heading alone.
+    for budget in (5, 30, 40):
+        r = mem(db_path, "recall", "parcel for flat", "--max-tokens", str(budget), "--format", "md")
+        assert r.stdout == "" and r.exit_code in (0, 2), (budget, r.output)
+        assert "heading" in r.stderr or "none fit" in r.stderr, r.stderr
 
 
 def test_a_mem_variable_that_is_not_utf8_is_a_one_line_error(db_path):
