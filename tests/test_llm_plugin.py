@@ -72,21 +72,24 @@ def test_fragment_error_is_one_line_and_fails(memories):
     assert "Traceback" not in r.stderr
 
 
-def test_tool_lets_the_model_search_memory(memories):
-    # The echo model makes the tool calls a prompt asks for, then echoes their results.
-    call = {
-        "prompt": "Who serviced the boiler?",
-        "tool_calls": [{"name": "mem_recall", "arguments": {"query": "boiler service"}}],
-    }
-    r = llm(memories, "-m", "echo", "--no-log", "--tool", "mem_recall", json.dumps(call))
+def call_tool(env: dict, prompt: str, query) -> tuple[dict, dict]:
+    """The echo model makes the tool calls a prompt asks for, then echoes their results:
+    (its first answer, with the call; the one result of the mem_recall call)."""
+    call = {"prompt": prompt, "tool_calls": [{"name": "mem_recall", "arguments": {"query": query}}]}
+    r = llm(env, "-m", "echo", "--no-log", "--tool", "mem_recall", json.dumps(call))
     assert r.returncode == 0, r.stderr
     # Two JSON objects: the first answer (with the tool call), then the one with its result.
     decoder = json.JSONDecoder()
     text = r.stdout.strip()
     first, end = decoder.raw_decode(text)
     second, _ = decoder.raw_decode(text[end:].lstrip())
-    assert first["prompt"] == "Who serviced the boiler?"
     (result,) = second["tool_results"]
+    return first, result
+
+
+def test_tool_lets_the_model_search_memory(memories):
+    first, result = call_tool(memories, "Who serviced the boiler?", "boiler service")
+    assert first["prompt"] == "Who serviced the boiler?"
     assert result["name"] == "mem_recall"
     assert "The boiler was serviced by Anton." in result["output"]
 
@@ -124,13 +127,6 @@ def test_fragment_fits_max_tokens_or_says_it_cannot(memories):
 def test_a_bad_tool_query_gets_one_plain_reason(memories, query, says):
     """Before: "mem: error: mem: give a query, e.g. mem:"Lisbon trip"" (the fragment's
     syntax, prefix doubled) and "mem: error: 'int' object is not iterable"."""
-    call = {"prompt": "x", "tool_calls": [{"name": "mem_recall", "arguments": {"query": query}}]}
-    r = llm(memories, "-m", "echo", "--no-log", "--tool", "mem_recall", json.dumps(call))
-    assert r.returncode == 0, r.stderr
-    decoder = json.JSONDecoder()
-    text = r.stdout.strip()
-    _, end = decoder.raw_decode(text)
-    second, _ = decoder.raw_decode(text[end:].lstrip())
-    (result,) = second["tool_results"]
+    _, result = call_tool(memories, "x", query)
     assert result["output"].startswith(says), result["output"]
     assert "mem: error: mem:" not in result["output"]
