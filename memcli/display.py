@@ -19,6 +19,11 @@ def terminal_safe(text: str) -> str:
     )
 
 
+def prints_as_is(text: str) -> bool:
+    """Whether terminal_safe leaves text as it is (no control character to escape)."""
+    return _UNSAFE.search(text) is None
+
+
 def one_line(text: str) -> str:
     """Text shown inside one line (a query echoed in a header): its whitespace runs, line
     breaks included, as one space."""

@@ -42,7 +42,6 @@ def text_header(result: RecallResult, results: list[Candidate] | None = None) ->
 def text_results(result: RecallResult) -> list[Candidate]:
     """The memories the text output shows: those the budget kept, while the whole text
     (header and blank lines too) fits --max-tokens."""
-    from memcli.blocks import block_tokens
     from memcli.recall.budget import fit_frame
 
     # The header of all of them is the longest any subset gets (the legend only if some
@@ -54,7 +53,7 @@ def text_results(result: RecallResult) -> list[Candidate]:
     header = text_header(result) + "\n\n"
     frame = len(header.encode("utf-8"))
     budget = result.max_tokens
-    if frame + sum(c.tokens + 1 for c in result.results) <= budget:
+    if frame + sum(printed_tokens(c) + 1 for c in result.results) <= budget:
         return list(result.results)
 
     def fill(frame_tokens: int) -> list[Candidate]:
@@ -63,7 +62,7 @@ def text_results(result: RecallResult) -> list[Candidate]:
             result.ranked,
             budget,
             frame_tokens,
-            lambda c: block_tokens(c.fact),
+            printed_tokens,
             result.limit,
             result.min_score,
         )
@@ -76,6 +75,21 @@ def text_results(result: RecallResult) -> list[Candidate]:
 
     exact = count_tokens(header)
     return fill(exact if budget >= 8 * frame else max(exact, budget - 7 * frame))
+
+
+def printed_tokens(c: Candidate) -> int:
+    """Tokens of a memory's block as the text formats print it: the stored count, unless the
+    text holds control characters, which print as escapes ("\\x1b": four characters)."""
+    from memcli.blocks import block_tokens
+    from memcli.display import prints_as_is
+
+    f = c.fact
+    if prints_as_is(f.text) and (f.context is None or prints_as_is(f.context)):
+        # The date part never needs escapes; fit() has counted the blocks it looked at.
+        return c.tokens or block_tokens(f)
+    from memcli.tokens import count_tokens
+
+    return count_tokens(terminal_safe(memory_block(f)))
 
 
 def header_tokens(result: RecallResult) -> int:
@@ -120,9 +134,12 @@ def to_markdown(result: RecallResult) -> str:
         f = c.fact
         who = f"**{f.context}:** " if f.context else ""
         items.append(f"- *{said_and_about(f)}* {who}{f.text}")
-    while items and _tokens("\n".join(head + items)) > result.max_tokens:
+    # Counted as printed: control characters show as escapes.
+    while items and _tokens(terminal_safe("\n".join(head + items))) > result.max_tokens:
         items.pop()
-    if (result.results and not items) or _tokens("\n".join(head)) > result.max_tokens:
+    if (result.results and not items) or _tokens(terminal_safe("\n".join(head))) > (
+        result.max_tokens
+    ):
         return ""  # the budget cannot hold the heading and a memory (the CLI says so)
     lines = head + items
     if result.chunks:

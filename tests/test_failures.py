@@ -786,3 +786,19 @@ def test_a_mem_variable_that_is_not_utf8_is_a_one_line_error(db_path):
         assert done.returncode == 2, done.stderr
         one_error_line(done.stderr, "$MEM_BANK", "not valid UTF-8")
     assert fact_count(db_path) == 1
+
+
+@pytest.mark.parametrize("output", ["text", "md"])
+def test_control_characters_printed_as_escapes_count_against_the_budget(db_path, output):
+    """Review finding: 20 ESCs print as 80 characters ("\\x1b" each), but the budget counted
+    the stored text: 111 tokens for --max-tokens 80."""
+    from memcli.tokens import count_tokens
+
+    text = "The deploy key is " + "\x1b" * 20 + " stored in the vault."
+    assert mem(db_path, "retain", text).exit_code == 0
+    assert mem(db_path, "retain", "The deploy key rotates every month.").exit_code == 0
+    for budget in (60, 80, 120, 200):
+        r = mem(db_path, "recall", "deploy key", "--max-tokens", str(budget), "--format", output)
+        assert r.exit_code in (0, 2), r.output
+        assert "\x1b" not in r.stdout
+        assert count_tokens(r.stdout.rstrip("\n")) <= budget, (budget, r.stdout)

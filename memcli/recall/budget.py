@@ -82,7 +82,7 @@ def fit_frame(
     with the output's frame paid (a header of frame_tokens and one token for the blank line
     before each block), else fit()'s choice from `ranked` for the room the frame leaves, each
     block a token dearer. Candidates are not changed (JSON reports the blocks' own tokens)."""
-    if frame_tokens + sum(c.tokens + 1 for c in result_kept) <= max_tokens:
+    if frame_tokens + sum(count_tokens(c) + 1 for c in result_kept) <= max_tokens:
         return list(result_kept)
     out: list[Candidate] = []
     used = frame_tokens
