@@ -22,6 +22,23 @@ NOT_LOADED = {
 }
 
 
+def run_and_list_loaded(argv: list[str], names) -> tuple[subprocess.CompletedProcess, list]:
+    """Run `mem ARGV` in a new process: (the finished process, which of names it had
+    imported when it exited)."""
+    probe = (
+        "import atexit, json, sys\n"
+        f"names = {sorted(names)!r}\n"
+        "atexit.register(lambda: print(json.dumps([n for n in names if n in sys.modules]),"
+        " file=sys.stderr))\n"
+        f"sys.argv = ['mem', *{list(argv)!r}]\n"
+        "from memcli.cli import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc, json.loads(proc.stderr.strip().splitlines()[-1])
+
+
 def test_a_recall_after_retain_loads_none_of_the_costly_modules(tmp_path):
     db = tmp_path / "m.db"
     subprocess.run(
@@ -37,22 +54,12 @@ def test_a_recall_after_retain_loads_none_of_the_costly_modules(tmp_path):
         check=True,
         capture_output=True,
     )
-    probe = (
-        "import atexit, json, sys\n"
-        f"names = {sorted(NOT_LOADED)!r}\n"
-        "atexit.register(lambda: print(json.dumps([n for n in names if n in sys.modules]),"
-        " file=sys.stderr))\n"
-        f"sys.argv = ['mem', '--db', {str(db)!r}, 'recall', 'where is Maya going?', "
-        "'--format', 'json']\n"
-        "from memcli.cli import main\n"
-        "main()\n"
+    proc, loaded = run_and_list_loaded(
+        ["--db", str(db), "recall", "where is Maya going?", "--format", "json"], NOT_LOADED
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert "Lisbon" in result["results"][0]["text"]
     assert result["total_tokens"] == sum(r["tokens"] for r in result["results"]) > 0
-    loaded = json.loads(proc.stderr.strip().splitlines()[-1])
     assert not loaded, {name: NOT_LOADED[name] for name in loaded}
 
 
@@ -73,18 +80,11 @@ def test_a_text_recall_that_fills_its_budget_loads_no_tokenizer(tmp_path):
         check=True,
         capture_output=True,
     )
-    probe = (
-        "import atexit, sys\n"
-        "atexit.register(lambda: print('tiktoken' in sys.modules, file=sys.stderr))\n"
-        f"sys.argv = ['mem', '--db', {str(db)!r}, 'recall', 'parcel for the flat', "
-        "'--max-tokens', '700']\n"
-        "from memcli.cli import main\n"
-        "main()\n"
+    proc, loaded = run_and_list_loaded(
+        ["--db", str(db), "recall", "parcel for the flat", "--max-tokens", "700"], ["tiktoken"]
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
     assert 10 < proc.stdout.count("\n[") < 60  # the budget cut the list
-    assert proc.stderr.strip().splitlines()[-1] == "False"
+    assert loaded == []
 
 
 @pytest.mark.parametrize(
