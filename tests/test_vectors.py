@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memcli.retain import RetainItem
-from memcli.store.vectors import hamming_reach, prefilter_candidates, sign_bits
+from memcli.store.vectors import hamming_reach, prefilter_candidates, shortlist_sizes, sign_bits
 
 DAY = datetime(2026, 5, 1, 9)
 
@@ -156,6 +156,78 @@ def test_a_kept_scan_follows_this_connections_writes(store, remember, db_path):
     with Store(db_path) as other, other.atomic():
         other.delete_facts(other.fact_ids_of_bank(bank)[:2])
     _same_scan(store, bank)
+
+
+def _clustered(rng: np.random.Generator, n: int, dim: int = 384) -> np.ndarray:
+    """n unit vectors around n // 20 centres (neighbours at cosine 0.7-0.95), like sentences
+    on shared topics, not the near-orthogonal vectors of pure noise."""
+    centres = rng.standard_normal((max(1, n // 20), dim)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    noise = rng.standard_normal((n, dim)).astype(np.float32)
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    mix = rng.uniform(0.25, 0.6, (n, 1)).astype(np.float32)
+    vectors = centres[np.arange(n) % len(centres)] + mix * noise
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_sign_dots_are_the_query_dotted_with_the_unpacked_bits(store, bare_fact):
+    rng = np.random.default_rng(5)
+    vectors = _clustered(rng, 300)
+    with store.atomic():
+        bank = store.ensure_bank("default", DAY)
+        store.ensure_vectors(bank, "clustered-test-vectors", None, 384)
+        for i, vec in enumerate(vectors):
+            bare_fact(store, bank, i, vec, DAY)
+    scan = store._bank_scan(bank)
+    rows = np.sort(rng.choice(len(scan), 120, replace=False))
+    query = rng.standard_normal(384).astype(np.float32)
+    order = np.argsort(scan.ids)  # rows -> the vectors they hold, by fact id
+    ids_sorted = scan.ids[order]
+    held = vectors[np.searchsorted(ids_sorted, scan.ids[rows])]
+    bits = (held > 0).astype(np.float32)
+    assert scan.sign_dots(rows, query) == pytest.approx(bits @ query, abs=1e-4)
+
+
+def test_nearest_reads_the_floats_of_a_short_list_only_and_keeps_the_nearest(store, bare_fact):
+    """At k = 300 (recall's budget mid) the semantic search read 1,200 float vectors a fact
+    type: 6.5 ms of a 100k-fact recall. Twice as many rows by Hamming distance, narrowed by
+    the query's floats against their sign bits, read half as many and find about as many of
+    the exact nearest (on clustered vectors, a bank ten times the floats read)."""
+    rng = np.random.default_rng(11)
+    k = 300
+    wide, keep = shortlist_sizes(k)
+    assert (wide, keep) == (2 * prefilter_candidates(k), 2 * k)
+    vectors = _clustered(rng, 10 * keep)
+    with store.atomic():
+        bank = store.ensure_bank("default", DAY)
+        store.ensure_vectors(bank, "clustered-test-vectors", None, 384)
+        ids = [bare_fact(store, bank, i, vec, DAY) for i, vec in enumerate(vectors)]
+    ids = np.array(ids)
+    found_share, before_share = [], []
+    for q in range(5):
+        noise = rng.standard_normal(384).astype(np.float32)
+        query = vectors[q * 97] + 0.5 * noise / np.linalg.norm(noise)
+        store.forget_scans()  # a fresh scan: count this query's float reads alone
+        found = store.nearest(bank, query, k)
+        scan = store._bank_scan(bank)
+        assert scan._kept_count == keep
+        exact = _exact(vectors, ids, query, k)
+        assert len(found) == k
+        # the cosines are exact, best first
+        cos = {int(i): float(c) for i, c in zip(ids, vectors @ query / np.linalg.norm(query))}
+        assert [c for _, c in found] == pytest.approx([cos[f] for f, _ in found], abs=1e-3)
+        assert [c for _, c in found] == sorted((c for _, c in found), reverse=True)
+        found_share.append(len({f for f, _ in found} & set(exact)) / k)
+        # what the 1,200 nearest by Hamming distance alone found (the search before)
+        hamming = ((vectors > 0) != (query > 0)).sum(axis=1)
+        before = np.argsort(hamming, kind="stable")[: prefilter_candidates(k)]
+        best = before[np.argsort(-(vectors[before] @ query), kind="stable")[:k]]
+        before_share.append(len(set(ids[best].tolist()) & set(exact)) / k)
+        # the nearest ten: the same cosines (half-precision floats may swap near-ties)
+        assert [c for _, c in found[:10]] == pytest.approx([cos[f] for f in exact[:10]], abs=1e-3)
+    # about as many of the exact 300 as before, with half the reads (on these vectors
+    # 0.74 against 0.75; on real sentences at 100k facts, 0.914 against 0.909)
+    assert np.mean(found_share) >= np.mean(before_share) - 0.03
 
 
 def test_link_search_over_a_large_bank_finds_the_exact_nearest_earlier_facts(store, bare_fact):
