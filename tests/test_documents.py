@@ -4,6 +4,7 @@ and the same words at another time are a new memory."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -204,6 +205,43 @@ def test_an_interrupted_replace_leaves_the_old_version_whole(db_path, tmp_path, 
         fts = s.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
         vec = s.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
         assert fts == vec == s.fact_count() == 301
+
+
+def _entity_records(db: Path) -> list[dict]:
+    out = mem(db, "export")
+    assert out.exit_code == 0, out.output
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    header = records[0]
+    entities = [r for r in records if r["kind"] == "entity"]
+    assert header["counts"]["entities"] == len(entities)
+    return sorted((r["name"], r["mention_count"]) for r in entities)
+
+
+def test_an_export_beside_a_killed_replace_holds_only_the_live_bank(db_path, tmp_path):
+    """A replace's staged facts mention the live bank's entities (and add new ones there)
+    until it publishes. Killed, they stay until the next writer purges them; an export
+    (which only reads) before that carried the staged entities and mention counts."""
+    rows = [
+        {"id": f"a-{i}", "text": f"Maya Lindqvist checked item {i}.", "document_id": "big"}
+        for i in range(40)
+    ]
+    assert mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "v1", rows))).exit_code == 0
+    before = _entity_records(db_path)
+    assert ("Maya Lindqvist", 40) in before
+    staged = [
+        {
+            "id": f"b-{i}",
+            "text": f"Maya Lindqvist and Oskar Brandt{i} reviewed item {i}.",
+            "document_id": "big",
+        }
+        for i in range(640)
+    ]
+    proc = _start_import(db_path, write_jsonl(tmp_path / "v2", staged))
+    _wait_for_staged_rows(db_path, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(60)
+    assert hidden_rows(db_path) > 0  # the killed import's rows are still in the file
+    assert _entity_records(db_path) == before
 
 
 def test_two_replaces_of_one_document_at_once_leave_one_version_whole(db_path, tmp_path):

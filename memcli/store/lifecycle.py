@@ -91,6 +91,16 @@ def selection_sql(sel: Any, alias: str = "f") -> tuple[str, list]:
     return cond + more, params + more_params
 
 
+# An entity's mentions by the facts of its own bank. A document replace in progress (or one
+# killed before its publish, until the next writer purges it) has staged facts in a staging
+# bank that already mention the live bank's entities, and may have added new ones there: an
+# export carries neither those entities nor those mentions.
+_LIVE_MENTIONS = (
+    "(SELECT count(*) FROM fact_entities fe JOIN facts f ON f.id = fe.fact_id "
+    "WHERE fe.entity_id = e.id AND f.bank_id = e.bank_id)"
+)
+
+
 class LifecycleMixin:
     conn: Any
     path: Any
@@ -368,8 +378,12 @@ class LifecycleMixin:
             table: self.conn.execute(
                 f"SELECT count(*) FROM {table} WHERE bank_id = ?", (bank_id,)
             ).fetchone()[0]
-            for table in ("documents", "chunks", "entities", "facts")
+            for table in ("documents", "chunks", "facts")
         }
+        out["entities"] = self.conn.execute(
+            f"SELECT count(*) FROM entities e WHERE e.bank_id = ? AND {_LIVE_MENTIONS} > 0",
+            (bank_id,),
+        ).fetchone()[0]
         # CROSS JOIN fixes the order (facts of the bank, their links by primary key, the
         # other end by id): without statistics SQLite may pair every fact with every fact.
         out["links"] = self.conn.execute(
@@ -386,15 +400,21 @@ class LifecycleMixin:
             "chunks": ("id", "document_id", "source_id", "text"),
             "entities": ("id", "name", "aliases", "first_seen", "last_seen", "mention_count"),
         }[table]
+        selected = ", ".join(columns)
+        if table == "entities":
+            selected = selected.replace("mention_count", f"{_LIVE_MENTIONS}")
         last = -1
         while True:
             rows = self.conn.execute(
-                f"SELECT {', '.join(columns)} FROM {table} WHERE +bank_id = ? AND id > ? "
+                f"SELECT {selected} FROM {table} e WHERE +bank_id = ? AND id > ? "
                 "ORDER BY id LIMIT ?",
                 (bank_id, last, PAGE),
             ).fetchall()
             if not rows:
                 return
+            last = rows[-1][0]
+            if table == "entities":
+                rows = [r for r in rows if r[-1] > 0]
             keys: dict[int, list[str]] = {}
             if table == "entities":
                 for batch in batched([r[0] for r in rows]):
@@ -411,7 +431,6 @@ class LifecycleMixin:
                 if table == "entities":
                     rec["keys"] = keys.get(row[0], [])
                 yield rec
-            last = rows[-1][0]
 
     def export_facts(self, bank_id: int, with_vectors: bool) -> Iterator[dict[str, Any]]:
         """Every fact of a bank by id: its columns, entity ids, the FTS columns that cannot
