@@ -504,6 +504,8 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show the banks in the database and how much each holds."""
+    from memcli.clock import local_day
+
     store = open_store(create=False)
     try:
         rows = store.bank_stats()
@@ -518,7 +520,7 @@ def stats(
         fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
         typer.echo(
             f"  {r['bank']}: {r['facts']} facts, {r['entities']} entities, {r['links']} links, "
-            f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}, "
+            f"{local_day(r['first'])} .. {local_day(r['last'])}, "
             f"embedder {r['embedder'] or 'none yet'}{fp}"
         )
 

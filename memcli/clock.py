@@ -78,3 +78,10 @@ def local_text(when: datetime | str | None) -> str | None:
     except OverflowError:  # within a day of datetime's range: shown as it is, in UTC
         shown = when.replace(tzinfo=timezone.utc)
     return shown.isoformat(sep=" ", timespec="seconds")
+
+
+def local_day(when: datetime | str | None) -> str:
+    """A stored instant's day in the user's time zone ("2026-02-28"), for text output;
+    "" for None."""
+    text = local_text(when)
+    return text[:10] if text else ""

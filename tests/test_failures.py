@@ -524,6 +524,22 @@ def test_text_output_shows_instants_in_local_time_with_their_offset(db_path, mon
     assert shown["mentioned_at"] == "2026-03-21T20:00:00"
 
 
+def test_stats_and_banks_show_the_days_of_the_first_and_last_memory_locally(db_path, monkeypatch):
+    """Before: `stats` and `banks` printed the UTC days: a bank whose memories were said on
+    the evening of 28 February in Los Angeles showed 1 March."""
+    monkeypatch.setenv("TZ", "America/Los_Angeles")  # UTC-8: 03:00 UTC is the evening before
+    assert (
+        mem(db_path, "retain", "Booked the dentist.", "--at", "2026-03-01T03:00:00Z").exit_code == 0
+    )
+    assert mem(db_path, "retain", "Paid the rent.", "--at", "2026-03-02T05:00:00Z").exit_code == 0
+    for command in ("stats", "banks"):
+        r = mem(db_path, command)
+        assert r.exit_code == 0, r.output
+        assert "2026-02-28 .. 2026-03-01" in r.stdout, r.stdout
+    r = mem(db_path, "banks", "--format", "json")
+    assert '"2026-03-01T03:00:00' in r.stdout  # machine output keeps UTC
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -780,11 +780,11 @@ def banks(
         elif output is Format.jsonl:
             _write_lines(_dumps(r) for r in rows)
         else:
+            from memcli.clock import local_day
+
             for r in rows:
                 fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
-                span = (
-                    f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}" if r["first"] else "-"
-                )
+                span = f"{local_day(r['first'])} .. {local_day(r['last'])}" if r["first"] else "-"
                 note = f", re-embedding to {r['reembedding']}" if r["reembedding"] else ""
                 typer.echo(
                     f"{r['bank']}: {r['facts']} facts, {r['documents']} documents, "
