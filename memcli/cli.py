@@ -504,7 +504,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show the banks in the database and how much each holds."""
-    from memcli.clock import local_day
+    from memcli.display import memory_days
 
     store = open_store(create=False)
     try:
@@ -512,15 +512,16 @@ def stats(
         meta = {"db": str(store.path), "embedder": store.get_meta("embedder")}
     finally:
         store.close()
+    days = [memory_days(r) for r in rows]
     if as_json:
         typer.echo(json.dumps({**meta, "banks": rows}))
         return
     typer.echo(meta["db"])
-    for r in rows:
+    for r, span in zip(rows, days):
         fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
         typer.echo(
             f"  {r['bank']}: {r['facts']} facts, {r['entities']} entities, {r['links']} links, "
-            f"{local_day(r['first'])} .. {local_day(r['last'])}, "
+            f"{span}, "
             f"embedder {r['embedder'] or 'none yet'}{fp}"
         )
 

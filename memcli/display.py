@@ -33,3 +33,17 @@ def one_line(text: str) -> str:
 def has_visible_text(text: str) -> bool:
     """True when the text has at least one character that is neither space nor control."""
     return any(not ch.isspace() and unicodedata.category(ch)[0] != "C" for ch in text)
+
+
+def memory_days(row: dict) -> str:
+    """A bank row's (store.bank_stats) first and last memory as days for text output,
+    "2026-02-28 .. 2026-04-04": a stated period's start as the calendar day it names, the
+    instant a fact was said as the user's local day. Pops the row's two period flags, which
+    machine output does not carry."""
+    from memcli.clock import local_day
+
+    days = []
+    for end in ("first", "last"):
+        value, is_period = row[end], row.pop(f"{end}_is_period", False)
+        days.append((value or "")[:10] if is_period else local_day(value))
+    return " .. ".join(days)

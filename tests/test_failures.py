@@ -537,7 +537,14 @@ def test_stats_and_banks_show_the_days_of_the_first_and_last_memory_locally(db_p
         assert r.exit_code == 0, r.output
         assert "2026-02-28 .. 2026-03-01" in r.stdout, r.stdout
     r = mem(db_path, "banks", "--format", "json")
-    assert '"2026-03-01T03:00:00' in r.stdout  # machine output keeps UTC
+    (row,) = json.loads(r.stdout)
+    assert (row["first"], row["last"]) == ("2026-03-01T03:00:00", "2026-03-02T05:00:00")
+    # A memory about a stated day is dated by that day of the calendar, not shifted.
+    r = mem(db_path, "retain", "The concert is on April 4.", "--at", "2026-03-02T06:00:00Z")
+    assert r.exit_code == 0, r.output
+    for command in ("stats", "banks"):
+        r = mem(db_path, command)
+        assert "2026-02-28 .. 2026-04-04" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize(

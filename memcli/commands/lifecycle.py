@@ -774,17 +774,18 @@ def banks(
                 r["reembedding"] = pending["embedder"] if pending else None
     finally:
         store.close()
+    from memcli.display import memory_days
+
+    spans = [memory_days(r) for r in rows]  # (which drops the rows' period flags)
     with _stdout_pipe():
         if output is Format.json:
             _write_lines([_dumps(rows)])
         elif output is Format.jsonl:
             _write_lines(_dumps(r) for r in rows)
         else:
-            from memcli.clock import local_day
-
-            for r in rows:
+            for r, days in zip(rows, spans):
                 fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
-                span = f"{local_day(r['first'])} .. {local_day(r['last'])}" if r["first"] else "-"
+                span = days if r["first"] else "-"
                 note = f", re-embedding to {r['reembedding']}" if r["reembedding"] else ""
                 typer.echo(
                     f"{r['bank']}: {r['facts']} facts, {r['documents']} documents, "

@@ -76,7 +76,14 @@ class BanksMixin:
             " WHERE f.bank_id = b.id), "
             "(SELECT min(event_time) FROM facts f WHERE f.bank_id = b.id), "
             "(SELECT max(event_time) FROM facts f WHERE f.bank_id = b.id), "
-            "b.embedder, b.embedder_fingerprint "
+            "b.embedder, b.embedder_fingerprint, "
+            # Whether the first and last are a stated period's start (a day of the calendar,
+            # as said) or the instant a fact was said (UTC): text output shows the latter in
+            # local time. By the (bank_id, event_time) index, like min and max.
+            "(SELECT occurred_start IS NOT NULL FROM facts f WHERE f.bank_id = b.id "
+            " ORDER BY event_time LIMIT 1), "
+            "(SELECT occurred_start IS NOT NULL FROM facts f WHERE f.bank_id = b.id "
+            " ORDER BY event_time DESC LIMIT 1) "
             "FROM banks b WHERE b.kind = 'user' ORDER BY b.name"
         )
         keys = (
@@ -89,8 +96,16 @@ class BanksMixin:
             "last",
             "embedder",
             "embedder_fingerprint",
+            "first_is_period",
+            "last_is_period",
         )
-        return [dict(zip(keys, r)) for r in rows]
+        out = []
+        for r in rows:
+            row = dict(zip(keys, r))
+            row["first_is_period"] = bool(row["first_is_period"])
+            row["last_is_period"] = bool(row["last_is_period"])
+            out.append(row)
+        return out
 
     # -- staging --------------------------------------------------------------------------
 
