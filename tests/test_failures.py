@@ -725,11 +725,15 @@ def test_a_byte_order_mark_is_no_part_of_a_file_or_a_jsonl_batch(db_path, tmp_pa
     bom = b"\xef\xbb\xbf"
     text_file = tmp_path / "notes.txt"
     text_file.write_bytes(bom + b"The spare key is under the blue pot.\n")
-    r = mem(db_path, "retain", "--file", str(text_file), "--json")
+    said = "2026-03-01T09:00:00Z"  # one time for both: a memory is its words and its time
+    r = mem(db_path, "retain", "--file", str(text_file), "--json", "--at", said)
     assert r.exit_code == 0, r.output
     (stored,) = json.loads(r.stdout)["stored"]
     assert stored["text"] == "The spare key is under the blue pot."
-    seeded(db_path)  # the same words typed: a duplicate, not a second fact
+    # the same words typed at the same time: a duplicate, not a second fact
+    assert (
+        mem(db_path, "retain", "The spare key is under the blue pot.", "--at", said).exit_code == 0
+    )
     assert fact_count(db_path) == 1
     batch = tmp_path / "items.jsonl"
     batch.write_bytes(bom + b'{"text": "The gate code is 4411."}\n')
