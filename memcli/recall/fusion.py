@@ -84,25 +84,30 @@ def time_share(query: str, where: tuple[int, int] | None, cjk_terms: str) -> flo
     return max(0.0, 1.0 - len(rest) / len(terms))
 
 
-def rrf(
-    arms: Mapping[str, ArmResult], k: int = 60, weights: Mapping[str, float] | None = None
-) -> list[Candidate]:
-    """Fuse ranked arm lists by RRF into candidates, best first (ties: lower fact id)."""
-    weights = weights or {}
+def _gather(arms: Mapping[str, ArmResult], k: int, weights: Mapping[str, float]) -> list[Candidate]:
+    """Every fact some arm found, with its rank and score in each and its RRF score, in the
+    order first found."""
     fused: dict[int, Candidate] = {}
     for name, arm in arms.items():
         weight = weights.get(name, 1.0)
         for rank, hit in enumerate(arm.hits, start=1):
             cand = fused.get(hit.fact_id)
             if cand is None:
-                cand = Candidate(hit.fact_id, dict.fromkeys(ARMS), {})
-                fused[hit.fact_id] = cand
+                cand = fused[hit.fact_id] = Candidate(hit.fact_id, dict.fromkeys(ARMS), {})
             cand.ranks[name] = rank
             cand.arm_scores[name] = hit.score
             cand.rrf += 1.0 / (k + rank / weight)
-    for cand in fused.values():
+    return list(fused.values())
+
+
+def rrf(
+    arms: Mapping[str, ArmResult], k: int = 60, weights: Mapping[str, float] | None = None
+) -> list[Candidate]:
+    """Fuse ranked arm lists by RRF into candidates, best first (ties: lower fact id)."""
+    candidates = _gather(arms, k, weights or {})
+    for cand in candidates:
         cand.fused = cand.rrf
-    return in_fusion_order(fused.values())
+    return in_fusion_order(candidates)
 
 
 def min_max(arm: ArmResult) -> dict[int, float]:
@@ -125,12 +130,17 @@ def score_fusion(
     """Order candidates by sum over arms of weight x min-max score / sum of the weights of
     the arms that ran (an arm that missed a fact adds 0 for it)."""
     total = sum(weights.get(name, 1.0) for name in arms) or 1.0
-    scaled = {name: min_max(arm) for name, arm in arms.items()}
-    for cand in candidates:
-        cand.fused = (
-            sum(weights.get(name, 1.0) * s.get(cand.fact_id, 0.0) for name, s in scaled.items())
-            / total
-        )
+    by_id = {cand.fact_id: cand for cand in candidates}
+    sums = dict.fromkeys(by_id, 0.0)
+    # Arm by arm, in the arms' order: the same sum, term for term, as adding each arm's
+    # weighted score (0 where it missed the fact) per candidate.
+    for name, arm in arms.items():
+        weight = weights.get(name, 1.0)
+        for fact_id, scaled in min_max(arm).items():
+            if fact_id in sums:
+                sums[fact_id] += weight * scaled
+    for fact_id, cand in by_id.items():
+        cand.fused = sums[fact_id] / total
     return in_fusion_order(candidates)
 
 
@@ -141,12 +151,11 @@ def fuse(
     rrf_weights: Mapping[str, float],
     score_weights: Mapping[str, float],
 ) -> list[Candidate]:
-    candidates = rrf(arms, k, rrf_weights)
     if method == "scores":
-        return score_fusion(candidates, arms, score_weights)
+        return score_fusion(_gather(arms, k, rrf_weights), arms, score_weights)
     if method != "rrf":
         raise ValueError(f"unknown fusion {method!r} (use rrf or scores)")
-    return candidates
+    return rrf(arms, k, rrf_weights)
 
 
 def in_fusion_order(candidates: Iterable[Candidate]) -> list[Candidate]:
