@@ -345,3 +345,60 @@ def test_keyword_search_returns_the_banks_best_matches(db_path, bare_fact, case)
     assert [apples.get(fid) for fid, _ in rows] == expected
     scores = [score for _, score in rows]
     assert scores == sorted(scores)  # bm25: lower is better
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Quotes " and \\ backslashes, a tab\there and a newline\nthere.',
+        "Control \x01\x1b[31m and a NUL \x00 inside.",
+        "我家的猫叫豆豆，是一只橘猫。 🐈 café",
+        '[1, 2] {"json": true} looks like JSON',
+    ],
+)
+def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
+    """facts_by_id reads each fact as one JSON row built by SQLite: every character comes
+    back as it was stored, with its entity names, times and ids."""
+    from datetime import datetime
+
+    from memcli.store import Store
+
+    at = datetime(2026, 3, 1, 9, 30)
+    with store.atomic():
+        bank = store.ensure_bank("default", at)
+        store.ensure_vectors(bank, "unit", None, 8)
+        fid = store.insert_fact(
+            bank_id=bank,
+            text=text,
+            context='Ana "A" \\ Lee',
+            fact_type="experience",
+            mentioned_at=at,
+            occurred_start=datetime(2026, 2, 1),
+            occurred_end=datetime(2026, 3, 1),
+            tags=["b", "a"],
+            metadata={"k": [1, "x"], "nested": {"n": None}},
+            source_id="src-1",
+            document_id=None,
+            chunk_id=None,
+            content_hash="h-text",
+            entity_names=["Zoë", "Ana Lee", "Ärger"],
+            embedding=[0.5] * 8,
+            now=at,
+        )
+        for name in ("Zoë", "Ana Lee", "Ärger"):
+            store.mention_entity(fid, store.insert_entity(bank, name, at, [name.lower()]), at)
+    fact = store.facts_by_id([fid, fid, 10**9], bank)[fid]
+    assert fact.text == text
+    assert fact.context == 'Ana "A" \\ Lee'
+    assert (fact.fact_type, fact.source_id, fact.tags) == ("experience", "src-1", ["b", "a"])
+    assert fact.metadata == {"k": [1, "x"], "nested": {"n": None}}
+    assert (fact.mentioned_at, fact.occurred_start, fact.occurred_end) == (
+        at,
+        datetime(2026, 2, 1),
+        datetime(2026, 3, 1),
+    )
+    # names sorted as SQLite's BINARY collation sorts them
+    assert fact.entities == sorted(["Zoë", "Ana Lee", "Ärger"])
+    assert store.facts_by_id([fid], bank + 1) == {}
+    with Store(store.path, create=False) as other:
+        assert other.facts_by_id([fid])[fid] == fact
