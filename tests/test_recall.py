@@ -554,3 +554,40 @@ def test_a_question_that_is_all_time_words_gets_the_windows_memories_whatever_th
     assert result.results[0].fact.text == "I am allergic to penicillin.", [
         c.fact.text for c in result.results
     ]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 7, 50])
+@pytest.mark.parametrize("types", [None, ("experience",)])
+def test_first_allowed_is_the_filtered_list_cut_to_the_limit(store, bare_fact, limit, types):
+    """The graph and temporal arms check only as much of their ordered list as they keep:
+    the same ids, in the same order, as checking all of it and cutting to the limit."""
+    import random
+
+    import numpy as np
+
+    from memcli.recall.filters import FactFilter
+
+    rng = np.random.default_rng(4)
+    with store.atomic():
+        banks = [store.ensure_bank(name, NOW) for name in ("default", "other")]
+        store.ensure_vectors(banks[0], "unit", None, 8)
+        store.ensure_vectors(banks[1], "unit", None, 8)
+        ids = [
+            bare_fact(
+                store,
+                banks[i % 2 if i % 5 else 1],
+                i,
+                rng.standard_normal(8).astype(np.float32),
+                NOW,
+                fact_type=("world", "experience")[i % 3 == 0],
+            )
+            for i in range(120)
+        ]
+    ordered = ids[:]
+    random.Random(limit).shuffle(ordered)
+    flt = FactFilter(types)
+    passing = flt.allowed(store, ordered, banks[0])
+    expected = [f for f in ordered if f in passing][:limit]
+    assert 0 < len(expected)
+    assert flt.first_allowed(store, ordered, limit, banks[0]) == expected
+    assert flt.first_allowed(store, [], limit, banks[0]) == []

@@ -64,7 +64,7 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     for fact_id, weight in causal_w.items():
         scores[fact_id] += weight
     # Links and entities can reach another bank's (or a staged document's) facts.
-    allowed = ctx.filters.allowed(store, list(scores), ctx.bank_id)
-    ranked = sorted((f for f in scores if f in allowed), key=lambda f: (-scores[f], -f))
-    result.hits = [ArmHit(f, scores[f]) for f in ranked[: ctx.limit]]
+    ranked = sorted(scores, key=lambda f: (-scores[f], -f))
+    kept = ctx.filters.first_allowed(store, ranked, ctx.limit, ctx.bank_id)
+    result.hits = [ArmHit(f, scores[f]) for f in kept]
     return result

@@ -108,9 +108,9 @@ def run(ctx: ArmContext) -> ArmResult:
         "entry_points": entries,
     }
     _spread(ctx, entries, score, window)
-    allowed = ctx.filters.allowed(ctx.store, list(score), ctx.bank_id)
-    ranked = sorted((f for f in score if f in allowed), key=lambda f: (-score[f], f))
-    result.hits = [ArmHit(f, round(score[f], 6)) for f in ranked[: ctx.limit]]
+    ranked = sorted(score, key=lambda f: (-score[f], f))
+    kept = ctx.filters.first_allowed(ctx.store, ranked, ctx.limit, ctx.bank_id)
+    result.hits = [ArmHit(f, round(score[f], 6)) for f in kept]
     return result
 
 
