@@ -591,3 +591,57 @@ def test_first_allowed_is_the_filtered_list_cut_to_the_limit(store, bare_fact, l
     assert 0 < len(expected)
     assert flt.first_allowed(store, ordered, limit, banks[0]) == expected
     assert flt.first_allowed(store, [], limit, banks[0]) == []
+
+
+def _life_log(day: int) -> list[RetainItem]:
+    """A day of notes: errands, work and people, said over the day (a store grown by
+    several imports of these)."""
+    topics = [
+        "Went for a run along the river before work.",
+        "Standup: the migration to the new billing system slips a week.",
+        "Lunch with Priya at the noodle bar; she starts at the museum in May.",
+        "Booked the dentist for a filling next Thursday.",
+        "Read two chapters of the book about the Lisbon earthquake.",
+        "Dinner: tried the lentil curry recipe, too much salt.",
+    ]
+    return [
+        RetainItem(f"{text} (day {day})", timestamp=datetime(2026, 10, 1 + day, 7 + 2 * i))
+        for i, text in enumerate(topics)
+    ]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "what did I do last week?",  # the temporal arm beside the semantic one
+        "who did I have lunch with on October 12?",
+        "what happened yesterday?",
+        "where does Priya start working?",  # no time: three arms
+    ],
+)
+def test_the_arms_on_several_connections_recall_what_one_connection_does(
+    store, remember, embedder, query, monkeypatch
+):
+    """The keyword, temporal and graph arms run on connections of their own beside the main
+    thread, the temporal one searching with the main connection's scan of the bank's vectors.
+    The result is the one a recall gets with every arm on one connection in one read."""
+    from memcli.recall import pipeline
+
+    for start in range(0, 30, 10):  # three imports: a grown store, not a fresh one
+        remember([item for day in range(start, start + 10) for item in _life_log(day)])
+    now = datetime(2026, 10, 31, 20)
+    spread = run(store, embedder, query, now=now)
+    assert spread.arms["semantic"].hits and spread.arms["graph"].hits
+    if spread.time_window is not None:
+        assert spread.arms["temporal"].hits
+    monkeypatch.setattr(pipeline, "SPREAD_TRIES", 0)  # straight to one connection, one read
+    alone = run(store, embedder, query, now=now)
+
+    def shown(result):
+        return [(c.fact_id, round(c.final, 9), c.ranks) for c in result.ranked]
+
+    assert shown(spread) == shown(alone)
+    for name in spread.arms:
+        assert [h.fact_id for h in spread.arms[name].hits] == [
+            h.fact_id for h in alone.arms[name].hits
+        ], name

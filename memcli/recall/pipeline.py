@@ -1,11 +1,12 @@
 """Recall: query -> arms -> fusion -> rerank -> scoring -> budget.
 
 The keyword arm needs no embedding, so it runs on its own connection in a second thread while
-the query is embedded and the semantic arm runs; the graph arm then expands the semantic seeds
-on a second connection while the temporal arm runs beside it on the first (apsw releases the
-GIL inside SQLite). Each arm on a second connection also reads its hits' facts there, and the
-main thread reads the semantic and temporal hits' facts while the graph arm runs: reading the
-~700 candidates' facts after fusion was ~5 ms of a 100k-fact recall on the critical path.
+the query is embedded. Then the temporal arm (a question about a time) runs on another
+connection beside the semantic arm, searching with the main connection's scan of the bank's
+vectors, and the graph arm expands the semantic seeds on a connection of its own while the
+main thread reads the semantic hits' facts (apsw releases the GIL inside SQLite). Each arm on
+a second connection also reads its hits' facts there: reading the ~700 candidates' facts
+after fusion was ~5 ms of a 100k-fact recall on the critical path.
 """
 
 from __future__ import annotations
@@ -166,11 +167,15 @@ def _recall_once(
 
     needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.has_vectors()
     model: Any = None
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    scan: Any = None
+    # Three at most beside this thread: keyword, then temporal and graph.
+    with ThreadPoolExecutor(max_workers=3) as pool:
 
-        def start(fn, *args, known: frozenset[int] = frozenset()) -> Any:
+        def start(fn, *args, known: frozenset[int] = frozenset(), shared: Any = None) -> Any:
             if spread:
-                return pool.submit(_on_own_connection, store, ctx, timed, fn, *args, known=known)
+                return pool.submit(
+                    _on_own_connection, store, ctx, timed, fn, *args, known=known, scan=shared
+                )
             done: Future = Future()
             done.set_result(timed(fn, ctx, *args))
             return done
@@ -182,7 +187,7 @@ def _recall_once(
             # The semantic arm's scan of the bank's vectors (~25 ms at 100k facts), read
             # while the model may still be loading in the background (models/preload.py).
             t0 = time.perf_counter()
-            store.prepare_vector_search(bank_id)
+            scan = store.prepare_vector_search(bank_id)
             timings["vectors"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             model = (
@@ -197,32 +202,35 @@ def _recall_once(
             embed_query = getattr(model, "embed_query", None)
             ctx.query_vec = embed_query(query) if embed_query else model.embed([query])[0]
             timings["embed"] = time.perf_counter() - t0
+        # A question about a time: the temporal arm runs beside the semantic arm, on a
+        # second connection that searches with this one's scan of the bank's vectors (read
+        # again there, it cost ~25 ms at 100k facts in every new process).
+        temporal_future = None
+        if "temporal" in wanted:
+            if window is not None and ctx.query_vec is not None:
+                temporal_future = start(temporal.run, shared=scan)
+            else:
+                arms["temporal"] = timed(temporal.run, ctx)
         # The graph arm expands the semantic hits, so semantic runs whenever either is wanted.
         sem = timed(semantic.run, ctx) if wanted & {"semantic", "graph"} else None
         if "semantic" in wanted:
             arms["semantic"] = sem
-        # The graph arm reads only links and entities, so it takes the second connection;
-        # the temporal arm stays on this one, whose scan of the bank's vectors is read and
-        # whose Hamming distances to the query are cached (on its own connection it read
-        # the whole scan again in every new process: ~35 ms at 100k facts).
+        # The graph arm reads only links and entities, on a connection of its own.
         graph_future = None
         if "graph" in wanted:
             # Its hits' facts are read on its connection, but for the semantic hits: the
             # main thread reads those meanwhile.
             graph_future = start(graph.run, sem, known=frozenset(h.fact_id for h in sem.hits))
-        if "temporal" in wanted:
-            arms["temporal"] = timed(temporal.run, ctx)
+        if spread and "semantic" in arms:
+            # The semantic hits' facts are read while the other arms run beside.
+            t0 = time.perf_counter()
+            _read_facts(store, bank_id, facts, (h.fact_id for h in sem.hits))
+            timings["facts"] = time.perf_counter() - t0
         if keyword_future is not None:
             arms["keyword"] = keyword_future.result()
+        if temporal_future is not None:
+            arms["temporal"] = temporal_future.result()
         if graph_future is not None:
-            if spread:
-                # The facts of the hits so far are read while the graph arm runs beside.
-                t0 = time.perf_counter()
-                for arm in arms.values():
-                    facts.update(arm.facts)
-                hits = (*arms.values(), sem) if sem is not None else arms.values()
-                _read_facts(store, bank_id, facts, (h.fact_id for a in hits for h in a.hits))
-                timings["facts"] = time.perf_counter() - t0
             arms["graph"] = graph_future.result()
     arms = {name: arms[name] for name in ARMS if name in arms}
     for name, arm in arms.items():
@@ -337,21 +345,32 @@ def _read_facts(store: Store, bank_id: int, have: dict[int, Fact], wanted: Itera
 
 
 def _on_own_connection(
-    store: Store, ctx: ArmContext, timed, fn, *args, known: frozenset[int] = frozenset()
+    store: Store,
+    ctx: ArmContext,
+    timed,
+    fn,
+    *args,
+    known: frozenset[int] = frozenset(),
+    scan: Any = None,
 ) -> ArmResult:
     """Run an arm on a second connection so it does not queue behind the main one, then
-    read its hits' facts there too (but those in `known`, which the main thread reads)."""
+    read its hits' facts there too (but those in `known`, which the main thread reads).
+    `scan`: the main connection's scan of the bank's vectors, for the arm to search with."""
     try:
         reader = store.reader()
     except StoreError:
         return timed(fn, ctx, *args)
     try:
+        if scan is not None:
+            reader.search_with(ctx.bank_id, scan)
         own = dataclasses.replace(ctx, store=reader)
         result = timed(fn, own, *args)
         unread = [h.fact_id for h in result.hits if h.fact_id not in known]
         result.facts = reader.facts_by_id(unread, ctx.bank_id)
         return result
     finally:
+        if scan is not None:
+            reader.search_with(ctx.bank_id, None)
         reader.close()
 
 

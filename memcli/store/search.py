@@ -215,6 +215,15 @@ class SearchMixin:
             return np.zeros(0, dtype=np.int64)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    def facts_starting_in(self, bank_id: int, start: datetime, end: datetime, cap: int) -> int:
+        """How many of the bank's facts have an event time in [start, end), counted on the
+        time index up to `cap` (a count that only has to decide)."""
+        return self.conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM facts WHERE bank_id = ? AND event_time >= ? "
+            "AND event_time < ? LIMIT ?)",
+            (bank_id, iso(start), iso(end), cap),
+        ).fetchone()[0]
+
     def in_window_among(
         self,
         fact_ids: Sequence[int],

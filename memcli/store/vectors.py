@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -77,13 +78,13 @@ def prefilter_candidates(k: int) -> int:
 def shortlist_sizes(k: int) -> tuple[int, int]:
     """For k results: how many rows to take by Hamming distance, and how many of those to
     keep by the query's float vector against their sign bits (asymmetric distance) for the
-    exact cosine. Measured over the 30 warm queries at 100k facts (two fact types, 60
-    cases): the exact top 300 was found 0.909 of the time by 1,200 rows by Hamming, and
-    0.914 by 2,400 by Hamming then 600 by sign bits, which reads half the float vectors; at
-    k = 10, 20 and 60, 0.953 / 0.907 / 0.900 against 0.968 / 0.946 / 0.914, with the same
-    reads or fewer."""
-    wide = prefilter_candidates(k)
-    return 2 * wide, min(wide, max(2 * k, k + PREFILTER_EXTRA))
+    exact cosine. The float reads are most of the cost (a b-tree probe and, in a big bank,
+    a page read each) and the share kept decides what is found: over the 30 warm queries of
+    the scale bench at 100k facts, all fact types searched at once, the exact top 300 was
+    found 0.913 of the time keeping 2 k of 16 k rows, 0.957 keeping 3 k of 16 k, 0.960 of
+    32 k (what searching each of two fact types for its own top k found, reading twice the
+    floats: 0.957). At 10k and 30k facts 3 k of 16 k found 0.967 and 0.956."""
+    return 4 * prefilter_candidates(k), max(3 * k, k + PREFILTER_EXTRA)
 
 
 def same_model_name(recorded: str, name: str) -> bool:
@@ -170,13 +171,16 @@ class BankScan:
             raise _LayoutError("unexpected fact type in vec0 metadata")
         self._order: np.ndarray | None = None
         self._last: tuple[bytes, np.ndarray] | None = None
-        self._type_rows: dict[int, np.ndarray] = {}
+        self._type_rows: dict[tuple[int, ...], np.ndarray] = {}
         # Floats read so far, packed in reading order: slot[row] is the row's place in
         # kept (-1: not read). A dense (rows x dim) array touched at random rows made the OS
         # hand over pages all across it: ~250 ms of the first query at 100k facts.
         self._slot: np.ndarray | None = None
         self._kept = np.zeros((0, self.dim), dtype=HALF)
         self._kept_count = 0
+        self._lock = threading.Lock()
+        self._hamming_lock = threading.Lock()
+        self._scratch: tuple[np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -201,11 +205,12 @@ class BankScan:
         self._last = None
         self._type_rows = {}
 
-    def rows_of_type(self, code: int) -> np.ndarray:
-        """The rows of one fact type (asked three times a query: kept)."""
-        rows = self._type_rows.get(code)
+    def rows_of_types(self, fact_types: Sequence[str]) -> np.ndarray:
+        """The rows of these fact types, in row order (kept: a query asks again)."""
+        codes = tuple(sorted({FACT_TYPES.index(t) for t in fact_types}))
+        rows = self._type_rows.get(codes)
         if rows is None:
-            rows = self._type_rows[code] = np.flatnonzero(self.types == code)
+            rows = self._type_rows[codes] = np.flatnonzero(np.isin(self.types, codes))
         return rows
 
     def sign_dots(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -223,58 +228,92 @@ class BankScan:
 
     def hamming(self, query: np.ndarray) -> np.ndarray:
         """Hamming distance of every row to the query's sign bits (the last query's kept:
-        the semantic arm asks once per fact type)."""
+        the semantic and temporal arms ask for the same query, from two threads at once;
+        the second waits for the first's pass instead of making its own)."""
         key = query.tobytes()
-        if self._last is not None and self._last[0] == key:
-            return self._last[1]
-        counts = np.bitwise_count(self.words ^ query[:, None])
-        out = counts.sum(axis=0, dtype=np.uint16)
-        self._last = (key, out)
-        return out
+        with self._hamming_lock:
+            if self._last is not None and self._last[0] == key:
+                return self._last[1]
+            # One word of every row at a time into scratch arrays of one row's length, that
+            # stay in the core's cache (the whole (words x rows) at once: 0.63 ms at 100k
+            # facts, this way 0.47).
+            rows = self.words.shape[1]
+            if self._scratch is None or len(self._scratch[0]) != rows:
+                self._scratch = (np.empty(rows, self.word_type), np.empty(rows, np.uint8))
+            xored, counts = self._scratch
+            out = np.zeros(rows, dtype=np.uint16)
+            for word, bits in zip(self.words, query):
+                np.bitwise_xor(word, bits, out=xored)
+                np.bitwise_count(xored, out=counts)
+                np.add(out, counts, out=out)
+            self._last = (key, out)
+            return out
 
-    def floats(self, rows: np.ndarray) -> np.ndarray:
-        """The float vectors of these rows (vec0's auxiliary table, by fact id). Rows read
+    def floats(self, rows: np.ndarray, conn: Any) -> np.ndarray:
+        """The float vectors of these rows (vec0's auxiliary table, by fact id), read on
+        `conn`: the scan's own connection, or another one's that searches with it from a
+        second thread (the rows kept are guarded by a lock, the reading is not). Rows read
         once are kept (half precision) while the scan lives, so the queries of a `--batch`
         do not read the same popular facts again."""
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return np.empty((0, self.dim), dtype=np.float32)
-        if self._slot is None:
-            self._slot = np.full(len(self.ids), -1, dtype=np.int64)
-        need = sorted_unique(rows[self._slot[rows] < 0])
+        with self._lock:
+            if self._slot is None:
+                self._slot = np.full(len(self.ids), -1, dtype=np.int64)
+            need = sorted_unique(rows[self._slot[rows] < 0])
         if len(need):
-            ids = self.ids[need].tolist()
-            # One statement for all of them, probed in id order (json_each: no parameter
-            # limit, and half the cost of IN lists of 500).
-            found: dict[int, bytes] = dict(
-                self.conn.execute(
-                    "SELECT a.rowid, a.value00 FROM json_each(?) AS j "
-                    "JOIN fact_vec_auxiliary AS a ON a.rowid = j.value",
-                    (json.dumps(sorted(ids)),),
-                )
-            )
+            ids = self.ids[need]
             width = self.dim * 2
+            # One statement for all of them, probed in id order (json_each: no parameter
+            # limit, and half the cost of IN lists of 500), answered as one row: the ids
+            # found and their vectors end to end. apsw hands the GIL back at every row it
+            # steps, and a row per vector beside another thread of recall took 7.2 ms for
+            # 900 vectors where one row takes 1.6 (1.9 a row each, alone).
+            found_ids, joined = conn.execute(
+                "SELECT group_concat(a.rowid), CAST(group_concat(a.value00, '') AS BLOB) "
+                "FROM json_each(?) AS j JOIN fact_vec_auxiliary AS a ON a.rowid = j.value "
+                "WHERE length(a.value00) = ?",
+                (json.dumps(np.sort(ids).tolist()), width),
+            ).fetchone()
+            found = _id_list(found_ids)
+            if len(joined or b"") != width * len(found):
+                raise StoreError("the vector table returned vectors of an unexpected size")
+            vectors = np.frombuffer(joined or b"", dtype=HALF).reshape(len(found), self.dim)
+            # The two lists come in one order, whichever SQLite took: sorted by id together.
+            by_id = np.argsort(found, kind="stable")
+            found, vectors = found[by_id], vectors[by_id]
             # A fact another process deleted since the scan was read has no row any more:
             # its vector reads as zeros (cosine 0, below every floor), and is not kept.
-            zero = bytes(width)
-            blobs = [found.get(fid) for fid in ids]
-            gone = np.array([b is None or len(b) != width for b in blobs], dtype=bool)
-            read = np.frombuffer(
-                b"".join(zero if g else b for g, b in zip(gone, blobs)), dtype=HALF
-            ).reshape(len(need), self.dim)
-            self._keep(need[~gone], read[~gone])
-            if gone.any():
-                out = np.zeros((len(rows), self.dim), dtype=np.float32)
-                known = self._slot[rows] >= 0
-                out[known] = self._kept[self._slot[rows[known]]]
-                return out
-        return self._kept[self._slot[rows]].astype(np.float32)
+            at = np.searchsorted(found, ids)
+            hit = at < len(found)
+            hit[hit] = found[at[hit]] == ids[hit]
+            gone = ~hit
+            read = np.zeros((len(need), self.dim), dtype=HALF)
+            read[hit] = vectors[at[hit]]
+            with self._lock:
+                self._keep(need[~gone], read[~gone])
+                if gone.any():
+                    out = np.zeros((len(rows), self.dim), dtype=np.float32)
+                    known = self._slot[rows] >= 0
+                    out[known] = self._kept[self._slot[rows[known]]]
+                    return out
+        with self._lock:
+            return self._kept[self._slot[rows]].astype(np.float32)
 
     def _keep(self, rows: np.ndarray, halves: np.ndarray) -> None:
-        """Append these rows' floats to the kept ones (capacity doubles as it fills)."""
+        """Append these rows' floats to the kept ones; rows another thread kept meanwhile
+        are skipped. Call with the lock held. The first keep reserves room for every row of
+        the bank: address space only, filled front to back as rows are kept, so memory
+        grows with what was read and nothing is ever copied (doubling a packed array as it
+        filled was ~1 ms a query over a 30-query batch at 100k facts)."""
+        fresh = self._slot[rows] < 0
+        if not fresh.all():
+            rows, halves = rows[fresh], halves[fresh]
         end = self._kept_count + len(rows)
         if end > len(self._kept):
-            grown = np.empty((max(end, 2 * len(self._kept), 256), self.dim), dtype=HALF)
+            # Rows this connection added since (extend) can pass the first reservation.
+            grown = np.empty((max(end, len(self.ids), 2 * len(self._kept)), self.dim), dtype=HALF)
             grown[: self._kept_count] = self._kept[: self._kept_count]
             self._kept = grown
         self._kept[self._kept_count : end] = halves
@@ -330,6 +369,36 @@ class _LayoutError(Exception):
     """vec0's storage is not laid out as this code reads it (another sqlite-vec)."""
 
 
+def _worth_probing(
+    store: Any,
+    bank_id: int,
+    scan: BankScan,
+    want: int,
+    start: datetime,
+    end: datetime,
+    said: tuple[datetime, datetime] | None,
+) -> bool:
+    """Whether nearest_in_window should probe before it lists. The probe itself lists once
+    the window's share s of the rows it checked is below sqrt(10 want / total) (a listed fact
+    costs a tenth of a checked one); a window holding fewer facts than that share of the
+    bank is listed at once, without a probe that was bound to give up (a month of a 30k-fact
+    bank: ~3 ms of a 15 ms temporal arm). The facts that start inside the window are counted
+    on the time index, up to the count that decides."""
+    total = len(scan)
+    decisive = math.ceil(math.sqrt(10 * want * total))
+    if decisive >= total:
+        return True
+    lo, hi = (start, end) if said is None else (min(start, said[0]), max(end, said[1]))
+    return store.facts_starting_in(bank_id, lo, hi, decisive) >= decisive
+
+
+def _id_list(text: str | None) -> np.ndarray:
+    """The ids of a group_concat (comma-separated integers; None for no rows), in order."""
+    if not text:
+        return np.zeros(0, dtype=np.int64)
+    return np.array(text.split(","), dtype=np.int64)
+
+
 def _blocked(
     distances: np.ndarray, shut: np.ndarray | None, late: np.ndarray, value: int
 ) -> np.ndarray:
@@ -360,8 +429,8 @@ def _shortlist(
 ) -> np.ndarray:
     """The rows (of pool, or of all) whose float vectors to read for the k nearest, in row
     order: the nearest by Hamming distance, narrowed by the query's floats against their
-    sign bits. The float reads are most of a semantic search (2,400 b-tree probes at k = 300
-    were 6.5 ms of a 100k-fact recall); the narrowing is ~0.5 ms for 2,400 rows."""
+    sign bits (shortlist_sizes). The float reads are most of a semantic search (a b-tree
+    probe each); the narrowing is ~0.7 ms for the 4,800 rows of k = 300."""
     wide, keep = shortlist_sizes(k)
     picked = _smallest(distances, pool, wide)
     if len(picked) <= keep:
@@ -380,13 +449,13 @@ def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 def _ranked_by_cosine(
-    scan: BankScan, rows: np.ndarray, query: np.ndarray, k: int
+    scan: BankScan, rows: np.ndarray, query: np.ndarray, k: int, conn: Any
 ) -> list[tuple[int, float]]:
     """The k of these rows nearest to the query by cosine, as (fact id, cosine), best first
     (ties: the order of rows)."""
     if not len(rows):
         return []
-    cosines = _cosines(scan.floats(rows), query)
+    cosines = _cosines(scan.floats(rows, conn), query)
     order = np.argsort(-cosines, kind="stable")[:k]
     return list(zip(scan.ids[rows[order]].tolist(), cosines[order].tolist()))
 
@@ -528,7 +597,7 @@ class VectorsMixin:
         if scan is not None:
             rows = scan.rows_of(fact_ids)
             if rows:
-                matrix = scan.floats(np.fromiter(rows.values(), dtype=np.int64))
+                matrix = scan.floats(np.fromiter(rows.values(), dtype=np.int64), self.conn)
                 out.update((f, v) for f, v in zip(rows, matrix) if v.any())
             return out
         for batch in batched(list(fact_ids)):
@@ -543,11 +612,22 @@ class VectorsMixin:
         self.forget_scans()
         super()._after_rollback()  # type: ignore[misc]
 
-    def prepare_vector_search(self, bank_id: int) -> None:
+    def prepare_vector_search(self, bank_id: int) -> BankScan | None:
         """Read the bank's scan now (searches read it on first use anyway): a recall does
-        it while its model loads."""
-        if self.has_vectors():
-            self._bank_scan(bank_id)
+        it while its model loads. Returns it, for search_with on another connection."""
+        return self._bank_scan(bank_id) if self.has_vectors() else None
+
+    def search_with(self, bank_id: int, scan: BankScan | None) -> None:
+        """Search the bank with a scan another connection of this process read (one recall
+        hands its scan to the connection an arm runs on in a second thread: reading the
+        bank's bits again costs ~25 ms at 100k facts); None hands it back. Floats are read
+        on this connection. The scan is the lender's state of the file: the recall checks
+        that no commit came between (pipeline.recall)."""
+        adopted = self.__dict__.setdefault("_adopted_scans", {})
+        if scan is None:
+            adopted.pop(bank_id, None)
+        else:
+            adopted[bank_id] = scan
 
     def forget_scans(self) -> None:
         """Drop the cached bank scans: this connection deleted or moved vectors, dropped the
@@ -560,6 +640,9 @@ class VectorsMixin:
         the cached scan of its new rows (added on the next read), and deletes, moves and
         rollbacks drop it (forget_scans), so a scan never misses or keeps a row.
         None when the table has no bits or is not laid out as BankScan reads it."""
+        adopted = self.__dict__.get("_adopted_scans")
+        if adopted and bank_id in adopted:
+            return adopted[bank_id]
         if not self.has_vector_bits():
             return None
         if getattr(self, "_scan_layout_ok", None) is None:
@@ -585,26 +668,34 @@ class VectorsMixin:
         return scan
 
     def nearest(
-        self, bank_id: int, vec: np.ndarray, k: int, fact_type: str | None = None
+        self,
+        bank_id: int,
+        vec: np.ndarray,
+        k: int,
+        fact_types: Sequence[str] | None = None,
     ) -> list[tuple[int, float]]:
-        """The k facts of the bank nearest to vec as (fact id, cosine), best first.
+        """The k facts of the bank (of these fact types, when given) nearest to vec as
+        (fact id, cosine), best first.
 
-        The prefilter_candidates(k) nearest by Hamming distance of the sign bits, ranked by
-        exact cosine (BankScan); vec0's exact KNN when the bits cannot be read."""
+        A short list by the sign bits, ranked by exact cosine (BankScan, _shortlist); vec0's
+        exact KNN when the bits cannot be read."""
         if not self.has_vectors() or k <= 0:
             return []
         query = np.asarray(vec, dtype=np.float32)
+        wanted = None if fact_types is None or set(FACT_TYPES) <= set(fact_types) else fact_types
         scan = self._bank_scan(bank_id)
         if scan is None:
-            return self._vec0_nearest(bank_id, query, k, fact_type)
+            if wanted is None:
+                return self._vec0_nearest(bank_id, query, k, None)
+            found = [p for t in wanted for p in self._vec0_nearest(bank_id, query, k, t)]
+            return sorted(found, key=lambda pair: -pair[1])[:k]
         if not len(scan):
             return []
         distances = scan.hamming(scan.query_words(sign_bits(query)))
-        if fact_type is None:
-            pool = None
-        else:
-            pool = scan.rows_of_type(FACT_TYPES.index(fact_type))
-        return _ranked_by_cosine(scan, _shortlist(scan, distances, pool, k, query), query, k)
+        pool = None if wanted is None else scan.rows_of_types(wanted)
+        return _ranked_by_cosine(
+            scan, _shortlist(scan, distances, pool, k, query), query, k, self.conn
+        )
 
     def _vec0_nearest(
         self, bank_id: int, query: np.ndarray, k: int, fact_type: str | None
@@ -655,7 +746,7 @@ class VectorsMixin:
             return []
         distances = scan.hamming(scan.query_words(sign_bits(query)))
         picked = _smallest(distances, pool, prefilter_candidates(k))
-        return _ranked_by_cosine(scan, picked, query, k)
+        return _ranked_by_cosine(scan, picked, query, k, self.conn)
 
     def nearest_in_window(
         self,
@@ -683,7 +774,12 @@ class VectorsMixin:
             return [], {}
         scan = self._bank_scan(bank_id)
         want = prefilter_candidates(k)
-        if probe and scan is not None and len(scan):
+        if (
+            probe
+            and scan is not None
+            and len(scan)
+            and _worth_probing(self, bank_id, scan, want, start, end, said)
+        ):
             query = np.asarray(vec, dtype=np.float32)
             distances = scan.hamming(scan.query_words(sign_bits(query)))
             total = len(scan)
@@ -698,7 +794,9 @@ class VectorsMixin:
                 hits = nearest[np.isin(ids, found)]
                 figures = {"probed": reach, "in_window": len(hits)}
                 if len(hits) >= want or reach >= total:
-                    return _ranked_by_cosine(scan, np.sort(hits[:want]), query, k), figures
+                    return _ranked_by_cosine(
+                        scan, np.sort(hits[:want]), query, k, self.conn
+                    ), figures
                 share = len(hits) / reach
                 needed = want / share if share else math.inf
                 if needed > total * share / 10:
@@ -769,7 +867,7 @@ class VectorsMixin:
         for si, scan in enumerate(scans):
             parts = [rows for pick in picks for s2, rows in pick if s2 == si]
             rows = sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-            floats.append((rows, scan.floats(rows)))
+            floats.append((rows, scan.floats(rows, self.conn)))
         out = []
         for qi, query in enumerate(queries):
             found: list[tuple[int, float]] = []
