@@ -645,3 +645,47 @@ def test_the_arms_on_several_connections_recall_what_one_connection_does(
         assert [h.fact_id for h in spread.arms[name].hits] == [
             h.fact_id for h in alone.arms[name].hits
         ], name
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_a_recall_pauses_the_cyclic_collector_and_leaves_it_as_it_was(
+    store, remember, embedder, monkeypatch, enabled_before
+):
+    """The collector is off while a recall runs (its passes over thousands of fresh objects
+    held every thread of the recall) and afterwards as the caller had it, also when the
+    recall fails or two run at once."""
+    import gc
+    import threading
+
+    from memcli.recall import pipeline, semantic
+
+    remember("Booked the Lisbon trip for May.")
+    seen = []
+    arm = semantic.run
+    monkeypatch.setattr(semantic, "run", lambda ctx: seen.append(gc.isenabled()) or arm(ctx))
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        run(store, embedder, "Lisbon trip")
+        assert seen == [False]
+        assert gc.isenabled() is enabled_before
+        with pytest.raises(pipeline.RecallError):
+            run(store, embedder, "\x00\x01")
+        assert gc.isenabled() is enabled_before
+        # two at once: on until the last one is done
+        inside, leave = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with pipeline.collector_paused():
+                inside.set()
+                leave.wait(5)
+
+        other = threading.Thread(target=hold)
+        other.start()
+        inside.wait(5)
+        run(store, embedder, "Lisbon trip")
+        assert not gc.isenabled()  # the other pauser still runs
+        leave.set()
+        other.join()
+        assert gc.isenabled() is enabled_before
+    finally:
+        gc.enable()
