@@ -122,6 +122,10 @@ def apply(
     named: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
     """Compute boosts and final scores, and return the candidates in final order."""
+    # A neutral signal (0.5) boosts by exactly 1.0: without a time window, a named speaker
+    # or observations those boosts are that constant, computed once, not per candidate.
+    temporal_neutral = window is None
+    speaker_neutral = not named
     for c in candidates:
         fact = c.fact
         assert fact is not None
@@ -129,9 +133,21 @@ def apply(
             c.recency = boost(
                 recency_signal(fact, now, settings.recency_horizon_days), settings.recency_alpha
             )
-            c.temporal = boost(temporal_signal(fact, window), settings.temporal_alpha)
-            c.proof = boost(proof_signal(fact), settings.proof_alpha)
-            c.speaker = boost(speaker_signal(fact, named), settings.speaker_alpha)
+            c.temporal = (
+                1.0
+                if temporal_neutral
+                else boost(temporal_signal(fact, window), settings.temporal_alpha)
+            )
+            c.proof = (
+                boost(proof_signal(fact), settings.proof_alpha)
+                if fact.fact_type == "observation"
+                else 1.0
+            )
+            c.speaker = (
+                1.0
+                if speaker_neutral
+                else boost(speaker_signal(fact, named), settings.speaker_alpha)
+            )
         else:
             c.recency = c.temporal = c.proof = c.speaker = 1.0
         c.final = c.base * c.recency * c.temporal * c.proof * c.speaker
