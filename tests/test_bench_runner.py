@@ -257,3 +257,38 @@ def test_a_lone_surrogate_fails_before_the_run_and_keeps_the_old_report(tmp_path
     assert result.exit_code == 1
     assert "lone surrogate" in result.output and "q1" in result.output
     assert out.read_text() == '{"kept": true}'
+
+
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [
+        ("recency_alpha=abc", "recency_alpha must be a number"),
+        ("recency_alpha=[1]", "recency_alpha must be a number"),
+        ("recency_alpha=true", "recency_alpha must be a number"),
+        ("recency_alpha=Infinity", "recency_alpha must be a finite number"),
+        ("recency_alpha=NaN", "recency_alpha must be a finite number"),
+        ("rrf_k=2.5", "rrf_k must be a whole number"),
+        ("rrf_k=x", "rrf_k must be a whole number"),
+        ("fusion=3", "fusion must be text"),
+        ("fusion=bogus", "fusion must be one of scores, rrf"),
+        ("synthetic=bogus", "synthetic must be one of fused, linear"),
+        ("keyword_cjk_terms=pairs", "keyword_cjk_terms must be one of both, bigram"),
+        ('score_weights={"semantic": "a"}', "score_weights must map arm names to finite numbers"),
+        ('score_weights={"vector": 1}', "score_weights must map arm names to finite numbers"),
+        ("score_weights=1", "score_weights must map arm names to finite numbers"),
+    ],
+)
+def test_a_setting_of_the_wrong_kind_is_a_usage_error_before_the_run(tmp_path, setting, says):
+    """--setting values are JSON: one of another kind than the setting's default (text for a
+    number, Infinity, a fraction for a count) failed mid-run with "unexpected TypeError", or
+    ran on with NaN scores."""
+    dataset = tmp_path / "tiny.jsonl"
+    dataset.write_text(
+        '{"type": "item", "case": "c", "id": "m", "text": "Went to Lisbon in May."}\n'
+        '{"type": "question", "case": "c", "id": "q", "query": "Lisbon", "gold": ["m"]}\n'
+    )
+    args = ["--dataset", str(dataset), "--format", "jsonl", "--setting", setting]
+    result = CliRunner().invoke(make_app(), args)
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+    assert "Traceback" not in result.output

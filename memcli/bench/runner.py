@@ -21,6 +21,7 @@ sessions across questions: a turn seen in an earlier case is never embedded agai
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -46,7 +47,10 @@ from memcli.bench.metrics import (
     reciprocal_rank,
 )
 from memcli.clock import utcnow
+from memcli.fts import CJK_TERM_MODES
 from memcli.recall import ARMS, RecallError, RecallOptions, RecallResult, recall
+from memcli.recall.fusion import FUSION_METHODS
+from memcli.recall.rerank import SYNTHETIC_MODES
 from memcli.retain import Retainer, RetainItem
 from memcli.settings import RecallSettings
 from memcli.store import Store
@@ -210,7 +214,52 @@ def recall_settings(overrides: dict[str, Any]) -> RecallSettings:
         raise ValueError(
             f"unknown recall setting {unknown[0]!r} (known: {', '.join(sorted(known))})"
         )
-    return replace(RecallSettings(), **overrides)
+    defaults = RecallSettings()
+    for name, value in overrides.items():
+        _check_setting(name, value, getattr(defaults, name))
+    return replace(defaults, **overrides)
+
+
+# The text settings that name one of a few ways.
+_TEXT_CHOICES = {
+    "fusion": FUSION_METHODS,
+    "synthetic": SYNTHETIC_MODES,
+    "keyword_cjk_terms": CJK_TERM_MODES,
+}
+
+
+def _check_setting(name: str, value: Any, default: Any) -> None:
+    """A ValueError unless value is of the default's kind: a whole number for a count, a
+    finite number for a number, text for text, arm names to finite numbers for weights."""
+
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, not {value!r}")
+    elif isinstance(default, int):
+        if not (isinstance(value, int) and not isinstance(value, bool)):
+            raise ValueError(f"{name} must be a whole number, not {value!r}")
+    elif isinstance(default, float):
+        if not number(value):
+            raise ValueError(f"{name} must be a number, not {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, not {value!r}")
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be text, not {value!r}")
+        choices = _TEXT_CHOICES.get(name)
+        if choices is not None and value not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    elif isinstance(default, dict):
+        if not (
+            isinstance(value, dict)
+            and all(k in default and number(v) and math.isfinite(v) for k, v in value.items())
+        ):
+            raise ValueError(
+                f"{name} must map arm names to finite numbers ({', '.join(default)}), not {value!r}"
+            )
 
 
 def _skip_reason(question: BenchQuestion, options: BenchOptions) -> str | None:

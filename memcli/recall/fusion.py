@@ -21,6 +21,8 @@ from memcli.recall.types import ARMS, ArmResult, Candidate
 
 # Arms whose lists come from the query's embedding (the graph expands the semantic hits).
 VECTOR_ARMS = ("semantic", "graph")
+# RecallSettings.fusion: what orders the candidates.
+FUSION_METHODS = ("scores", "rrf")
 
 
 def query_weights(
@@ -153,7 +155,7 @@ def fuse(
 ) -> list[Candidate]:
     if method == "scores":
         return score_fusion(_gather(arms, k, rrf_weights), arms, score_weights)
-    if method != "rrf":
+    if method not in FUSION_METHODS:
         raise ValueError(f"unknown fusion {method!r} (use rrf or scores)")
     return rrf(arms, k, rrf_weights)
 

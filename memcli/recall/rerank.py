@@ -10,6 +10,9 @@ from typing import Any
 
 from memcli.recall.types import Candidate
 
+# RecallSettings.synthetic: the base score without a reranker.
+SYNTHETIC_MODES = ("fused", "linear")
+
 
 def synthetic_score(rank: int, n: int, top: float = 1.0, span: float = 0.9) -> float:
     """1 - 0.9 x (rank - 1) / (n - 1) for rank 1..n: keeps RRF order on a 1.0..0.1 scale."""
@@ -44,6 +47,8 @@ def apply(
     hundreds of candidates the linear scores of the top ten differ by a few percent, so the
     boosts (up to +-10% each) reorder them by date alone; fusion shares keep the gaps the arms
     measured."""
+    if synthetic not in SYNTHETIC_MODES:
+        raise ValueError(f"unknown synthetic score {synthetic!r} (use fused or linear)")
     n = len(candidates)
     if reranker is None:
         top = candidates[0].fused if candidates else 0.0
