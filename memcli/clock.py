@@ -18,29 +18,41 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
 
 
+# tzdata's names of plain UTC (no offset, no transitions, ever).
+_UTC_NAMES = frozenset(
+    f"{prefix}{name}"
+    for prefix in ("", "Etc/")
+    for name in ("UTC", "UCT", "Universal", "Zulu", "GMT", "GMT0", "GMT+0", "GMT-0", "Greenwich")
+)
+
+
 @lru_cache(maxsize=4)
-def _zone_for(tz_env: str | None) -> tzinfo:
+def _zone_for(tz_env: str | None) -> tuple[tzinfo, bool]:
+    """The zone $TZ (or the system) names, and whether it is plain UTC."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     if tz_env:
         name = tz_env.lstrip(":")
         try:
-            return ZoneInfo(name)
+            return ZoneInfo(name), name in _UTC_NAMES
         except (ZoneInfoNotFoundError, ValueError, OSError):
             pass
         # POSIX forms such as "EST5EDT" or "UTC0": the C library understands them, so take
         # the offset it reports now.
-        return datetime.now().astimezone().tzinfo or timezone.utc
+        return datetime.now().astimezone().tzinfo or timezone.utc, False
     try:
         with open("/etc/localtime", "rb") as f:
-            return ZoneInfo.from_file(f, key="localtime")
+            zone = ZoneInfo.from_file(f, key="localtime")
+        # A link to a zone file names it: .../zoneinfo/Etc/UTC
+        target = os.path.realpath("/etc/localtime")
+        return zone, any(target.endswith("/zoneinfo/" + name) for name in _UTC_NAMES)
     except (OSError, ValueError):
-        return datetime.now().astimezone().tzinfo or timezone.utc
+        return datetime.now().astimezone().tzinfo or timezone.utc, False
 
 
 def local_zone() -> tzinfo:
     """The user's time zone ($TZ respected)."""
-    return _zone_for(os.environ.get("TZ"))
+    return _zone_for(os.environ.get("TZ"))[0]
 
 
 def local_to_utc(wall: datetime) -> datetime:
@@ -53,8 +65,11 @@ def local_to_utc(wall: datetime) -> datetime:
 def utc_to_local(when: datetime) -> datetime:
     """A naive UTC time as naive local wall-clock time (for display). A time within a day of
     the ends of datetime's range (year 1 or 9999) stays as it is: shifted, it would not exist."""
+    zone, is_utc = _zone_for(os.environ.get("TZ"))
+    if is_utc:  # most servers: nothing to shift (recall converts hundreds of times a query)
+        return when
     try:
-        return when.replace(tzinfo=timezone.utc).astimezone(local_zone()).replace(tzinfo=None)
+        return when.replace(tzinfo=timezone.utc).astimezone(zone).replace(tzinfo=None)
     except OverflowError:
         return when
 
