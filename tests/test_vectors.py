@@ -327,6 +327,8 @@ def hourly_store(tmp_path_factory):
         ("a fifth of it: probing goes on further", (0.4, 0.6), None, "probed further", True),
         ("a narrow window is listed", (0.5, 0.51), None, "listed", False),
         ("a filter that rejects most is listed", (0.0, 1.0), ("observation",), "listed", True),
+        ("a narrow window and a filter", (0.5, 0.53), ("observation",), "listed", False),
+        ("a filter that rejects a few", (0.2, 0.25), ("world",), "listed", False),
         ("an empty window", (1.5, 2.0), None, "listed", False),
     ],
     ids=lambda c: c[0],
@@ -353,6 +355,8 @@ def test_nearest_in_a_window_is_the_same_probed_or_listed(hourly_store, case, mo
         listed, _ = store.nearest_in_window(bank, query, start, end, flt, 5, probe=False)
         assert got == listed
         inside = store.fact_ids_in_window(bank, start, end, flt)
+        # listed unfiltered and checked on the picks: the same as filtering first
+        assert listed == store.nearest_among(bank, query, inside, 5)
         assert len(got) == min(5, len(inside))
         assert {f for f, _ in got} <= set(inside.tolist())
         first = 4 * prefilter_candidates(5)
@@ -445,3 +449,40 @@ def test_nearest_searches_the_wanted_fact_types_together(
         assert [f for f, _ in found[:10]] == exact[:10]
         # most of the exact 100 (on these synthetic clusters 0.84-0.9; real sentences ~0.96)
         assert len({f for f, _ in found} & set(exact)) >= 75
+
+
+def test_a_listed_window_keeps_only_valid_facts_as_filtering_first_did(db_path):
+    """A window listed without the filter and checked on the sign bits' picks, as far down
+    as needed, gives the k that listing only the filter's facts gave: here with two in five
+    facts closed by a correction, nearest to the query among them."""
+    from conftest import _insert_bare_fact
+
+    from memcli.recall.filters import FactFilter
+    from memcli.store import Store
+
+    rng = np.random.default_rng(8)
+    with Store(db_path) as store:
+        with store.atomic():
+            bank = store.ensure_bank("default", DAY)
+            store.ensure_vectors(bank, "unit", None, 64)
+            ids = [
+                _insert_bare_fact(
+                    store, bank, i, rng.standard_normal(64).astype(np.float32),
+                    DAY + timedelta(hours=i),
+                )
+                for i in range(3000)
+            ]  # fmt: skip
+            closed = ids[::5] + ids[1::5]
+            store.conn.execute(
+                "UPDATE facts SET invalid_at = ? WHERE id IN (SELECT value FROM json_each(?))",
+                ("2026-01-01T00:00:00", str(closed)),
+            )
+        flt = FactFilter()
+        start, end = DAY + timedelta(hours=100), DAY + timedelta(hours=400)
+        for query in rng.standard_normal((4, 64)).astype(np.float32):
+            for k in (5, 60):
+                got, how = store.nearest_in_window(bank, query, start, end, flt, k, probe=False)
+                inside = store.fact_ids_in_window(bank, start, end, flt)
+                assert "listed" in how
+                assert got == store.nearest_among(bank, query, inside, k)
+                assert len(got) == k and not {f for f, _ in got} & set(closed)
