@@ -71,6 +71,37 @@ def test_temporal_neighbours_are_the_nearest_in_time_within_the_cutoff(store, re
     assert len(store.time_neighbours(ids[1], 1, 24.0 * 7, 0.3)) == 1
 
 
+def test_a_facts_causal_links_come_out_then_in_each_by_the_other_fact(store, bare_fact):
+    """time_neighbours gives a fact's causal links with their weights, those going out by
+    the fact they point to, then those coming in by the fact they come from (the order of
+    the two indexes), and never its semantic links; then its neighbours in time."""
+    rng = np.random.default_rng(1)
+    with store.atomic():
+        bank = store.ensure_bank("default", DAY)
+        store.ensure_vectors(bank, "unit", None, 8)
+        ids = [
+            bare_fact(store, bank, i, rng.standard_normal(8).astype(np.float32), DAY)
+            for i in range(12)
+        ]
+        hub = ids[5]
+        store.add_links(
+            [
+                (hub, ids[9], "causal", 1.0),
+                (hub, ids[2], "causal", 1.0),
+                (ids[11], hub, "causal", 1.0),
+                (ids[0], hub, "causal", 1.0),
+                (ids[3], hub, "semantic", 0.95),
+                (hub, ids[4], "semantic", 0.91),
+                (ids[7], ids[8], "causal", 1.0),
+            ]
+        )
+    got = store.time_neighbours(hub, 20, 24.0 * 7, 0.3)
+    # causal links weigh 1.0, as much as a fact said at the same time: they come first
+    assert got[:4] == [(f, "causal", 1.0) for f in (ids[2], ids[9], ids[0], ids[11])]
+    assert all(kind == "temporal" for _, kind, _ in got[4:])
+    assert {kind for _, kind, _ in got} == {"causal", "temporal"}
+
+
 def test_a_closed_reader_is_reused_and_closed_with_its_store(store, remember):
     remember("Something to read.", timestamp=DAY)
     reader = store.reader()
