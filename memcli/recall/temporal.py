@@ -144,20 +144,22 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
     s = ctx.settings
     frontier = list(entries)
     spans: dict[int, tuple[datetime, datetime]] = {}
+    read: dict[int, list[tuple[int, str, float]]] = {}
     for _ in range(s.temporal_rounds):
         frontier = sorted(frontier, key=lambda f: -score[f])[: s.temporal_nodes_per_round]
         if not frontier:
             break
         next_frontier: list[int] = []
-        around = {
-            node: ctx.store.time_neighbours(
-                node,
-                s.temporal_neighbours,
-                _LINK_RULE.temporal_link_max_hours,
-                _LINK_RULE.temporal_link_floor,
-            )
-            for node in frontier
-        }
+        # A node whose score rose again is expanded again: its neighbours are read once.
+        for node in frontier:
+            if node not in read:
+                read[node] = ctx.store.time_neighbours(
+                    node,
+                    s.temporal_neighbours,
+                    _LINK_RULE.temporal_link_max_hours,
+                    _LINK_RULE.temporal_link_floor,
+                )
+        around = {node: read[node] for node in frontier}
         # The round's neighbours' times in one read (one probe each was most of the arm).
         unknown = {o for found in around.values() for o, _, _ in found if o not in spans}
         spans.update(calendar_spans(ctx.store.fact_time_spans(sorted(unknown))))
