@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from memcli.store.search import filter_active
 from memcli.store.types import FACT_TYPES, StoreError, batched, marks
 
 # Candidates read from the bits per result wanted (measured on MiniLM over 30k real sentences):
@@ -725,26 +726,14 @@ class VectorsMixin:
         return [(rows[i][0], float(cosines[i])) for i in order]
 
     def nearest_among(
-        self,
-        bank_id: int,
-        vec: np.ndarray,
-        fact_ids: Sequence[int] | np.ndarray,
-        k: int,
-        flt: Any = None,
+        self, bank_id: int, vec: np.ndarray, fact_ids: Sequence[int] | np.ndarray, k: int
     ) -> list[tuple[int, float]]:
-        """The k of these facts (of one bank, passing the filter when given) nearest to vec,
-        as (fact id, cosine), best first: by the sign bits then exact cosine, so a wide time
-        window of many thousand facts costs a Hamming pass, not thousands of vector reads.
-
-        The filter is checked on the facts the sign bits pick, as far down as needed, not on
-        them all: checking a listed window's every fact (its validity, a row read each) was
-        3-5 ms of a time question at 100k facts. The picks are those of filtering first."""
+        """The k of these facts (of one bank) nearest to vec, as (fact id, cosine), best
+        first: by the sign bits then exact cosine, so a wide time window of many thousand
+        facts costs a Hamming pass, not thousands of vector reads."""
         query = np.asarray(vec, dtype=np.float32)
         scan = self._bank_scan(bank_id)
         if scan is None:
-            if flt is not None:
-                passing = self.filter_facts(np.asarray(fact_ids).tolist(), flt, bank_id)  # type: ignore[attr-defined]
-                fact_ids = [f for f in np.asarray(fact_ids).tolist() if f in passing]
             vectors = self.vectors_for(np.asarray(fact_ids, dtype=np.int64).tolist())
             scored = sorted(
                 ((f, float(_cosines(v[None, :], query)[0])) for f, v in vectors.items()),
@@ -757,34 +746,43 @@ class VectorsMixin:
         if not len(pool) or k <= 0:
             return []
         distances = scan.hamming(scan.query_words(sign_bits(query)))
-        want = prefilter_candidates(k)
-        if flt is None:
-            picked = _smallest(distances, pool, want)
-        else:
-            picked = self._first_passing(scan, distances, pool, want, flt, bank_id)
+        picked = _smallest(distances, pool, prefilter_candidates(k))
         return _ranked_by_cosine(scan, picked, query, k, self.conn)
 
-    def _first_passing(
+    def _nearest_listed(
         self,
-        scan: BankScan,
-        distances: np.ndarray,
-        pool: np.ndarray,
-        want: int,
-        flt: Any,
         bank_id: int,
-    ) -> np.ndarray:
-        """The first `want` rows of pool in (Hamming distance, row) order whose facts pass
-        the filter, in row order: what _smallest picks from the pool filtered first. Twice
-        the rows still needed are checked at a time."""
-        reach = min(len(pool), want)
-        while True:
-            near = _smallest(distances, pool, reach)
+        vec: np.ndarray,
+        start: datetime,
+        end: datetime,
+        flt: Any,
+        k: int,
+        said: tuple[datetime, datetime] | None,
+    ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+        """nearest_among of the window's facts that pass the filter. The window is listed
+        without the filter (the time index answers alone) and the filter is checked on the
+        rows the sign bits pick first, twice as many as needed: checking every listed
+        fact's validity read a row each (3-5 ms of a time question at 100k facts). When
+        fewer than needed of those pass (a filter the window's facts mostly fail), the
+        window is listed with the filter, as before. Either way the picks are those of
+        filtering first: the first of the passing rows in (distance, row) order."""
+        ids = self.fact_ids_in_window(bank_id, start, end, None, said)  # type: ignore[attr-defined]
+        scan = self._bank_scan(bank_id)
+        want = prefilter_candidates(k)
+        if scan is not None and len(ids) and filter_active(flt):
+            query = np.asarray(vec, dtype=np.float32)
+            pool = np.sort(scan.rows_array(ids))
+            distances = scan.hamming(scan.query_words(sign_bits(query)))
+            near = _smallest(distances, pool, 2 * want)
             near = near[np.lexsort((near, distances[near]))]
             passing = self.filter_facts(scan.ids[near].tolist(), flt, bank_id)  # type: ignore[attr-defined]
             keep = near[np.isin(scan.ids[near], np.fromiter(passing, np.int64, len(passing)))]
-            if len(keep) >= want or reach >= len(pool):
-                return np.sort(keep[:want])
-            reach = min(len(pool), reach + 2 * (want - len(keep)))
+            if len(keep) >= want or len(near) == len(pool):
+                picked = np.sort(keep[:want])
+                return _ranked_by_cosine(scan, picked, query, k, self.conn), {"listed": len(ids)}
+        if filter_active(flt):
+            ids = self.fact_ids_in_window(bank_id, start, end, flt, said)  # type: ignore[attr-defined]
+        return self.nearest_among(bank_id, vec, ids, k), {"listed": len(ids)}
 
     def nearest_in_window(
         self,
@@ -840,9 +838,7 @@ class VectorsMixin:
                 if needed > total * share / 10:
                     break  # listing is cheaper
                 reach = min(total, math.ceil(2 * needed))
-        # Listed without the filter (the time index answers alone), checked on the picks.
-        ids = self.fact_ids_in_window(bank_id, start, end, None, said)  # type: ignore[attr-defined]
-        return self.nearest_among(bank_id, vec, ids, k, flt), {"listed": len(ids)}
+        return self._nearest_listed(bank_id, vec, start, end, flt, k, said)
 
     def nearest_earlier(
         self,
