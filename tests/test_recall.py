@@ -689,3 +689,50 @@ def test_a_recall_pauses_the_cyclic_collector_and_leaves_it_as_it_was(
         assert gc.isenabled() is enabled_before
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("closed_share", [0.0, 1 / 7, 0.5])
+def test_the_semantic_arm_keeps_k_open_facts_when_closed_ones_are_nearer(
+    store, bare_fact, closed_share
+):
+    """The semantic arm searches the fact types together and drops the facts a correction
+    closed: when they are among the nearest it searches further, so it still keeps its k
+    best open facts (it kept k minus the closed ones: 102 of 200 in a bank whose nearest
+    facts were mostly closed)."""
+    import numpy as np
+
+    from memcli.recall import semantic
+    from memcli.recall.filters import FactFilter
+    from memcli.recall.types import ArmContext
+    from memcli.store import FACT_TYPES
+
+    rng = np.random.default_rng(6)
+    dim, n, k = 384, 1200, 100
+    query = rng.standard_normal(dim).astype(np.float32)
+    query /= np.linalg.norm(query)
+    with store.atomic():
+        bank = store.ensure_bank("default", NOW)
+        store.ensure_vectors(bank, "unit", None, dim)
+        ids, cosines = [], []
+        for i in range(n):
+            noise = rng.standard_normal(dim).astype(np.float32)
+            vec = query * rng.uniform(0.3, 3.0) + noise / np.linalg.norm(noise)
+            ids.append(bare_fact(store, bank, i, vec, NOW, fact_type=FACT_TYPES[i % 3]))
+            cosines.append(float(vec @ query / np.linalg.norm(vec)))
+        order = np.argsort(cosines)[::-1]
+        nearest = [ids[i] for i in order[: 2 * k]]
+        closed = nearest[:: max(1, round(1 / closed_share))] if closed_share else []
+        if closed_share == 0.5:
+            closed = nearest[::2]
+        store.conn.execute(
+            "UPDATE facts SET invalid_at = ? WHERE id IN (SELECT value FROM json_each(?))",
+            ("2026-01-01T00:00:00", str(closed)),
+        )
+    ctx = ArmContext(store, bank, "q", query, None, k, FactFilter(), RecallSettings(), NOW)
+    hits = [h.fact_id for h in semantic.run(ctx).hits]
+    open_ids = [ids[i] for i in order if ids[i] not in set(closed) and cosines[i] >= 0.3]
+    assert len(open_ids) > k
+    assert len(hits) == k
+    assert not set(hits) & set(closed)
+    # the k nearest open facts (the search by sign bits is approximate: nearly all)
+    assert len(set(hits) & set(open_ids[:k])) >= 0.95 * k
