@@ -276,6 +276,14 @@ def test_a_lone_surrogate_fails_before_the_run_and_keeps_the_old_report(tmp_path
         ('score_weights={"semantic": "a"}', "score_weights must map arm names to finite numbers"),
         ('score_weights={"vector": 1}', "score_weights must map arm names to finite numbers"),
         ("score_weights=1", "score_weights must map arm names to finite numbers"),
+        # of the right kind, out of range: a division by zero or a negative count mid-run
+        ('arm_weights={"semantic": 0}', "arm_weights must map arm names to numbers above 0"),
+        ('score_weights={"graph": -1}', "score_weights must map arm names to numbers of 0 or"),
+        ("temporal_buckets=0", "temporal_buckets must be at least 1"),
+        ("rrf_k=-1", "rrf_k must be at least 0"),
+        ("recency_horizon_days=0", "recency_horizon_days must be above 0"),
+        ("temporal_rounds=-2", "temporal_rounds must be at least 0"),
+        ("keyword_cjk_char_max_share=1.5", "keyword_cjk_char_max_share must be between 0 and 1"),
     ],
 )
 def test_a_setting_of_the_wrong_kind_is_a_usage_error_before_the_run(tmp_path, setting, says):
@@ -292,3 +300,14 @@ def test_a_setting_of_the_wrong_kind_is_a_usage_error_before_the_run(tmp_path, s
     assert result.exit_code == 2, result.output
     assert says in result.output
     assert "Traceback" not in result.output
+
+
+def test_every_default_setting_passes_its_own_check():
+    from dataclasses import fields
+
+    from memcli.bench.runner import recall_settings
+    from memcli.settings import RecallSettings
+
+    defaults = RecallSettings()
+    given = {f.name: getattr(defaults, f.name) for f in fields(RecallSettings)}
+    assert recall_settings(given) == defaults

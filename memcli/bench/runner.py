@@ -220,6 +220,21 @@ def recall_settings(overrides: dict[str, Any]) -> RecallSettings:
     return replace(defaults, **overrides)
 
 
+# The least a count may be (other counts: 0).
+_COUNT_MINIMUMS = {"semantic_min_limit": 1, "keyword_max_terms": 1, "temporal_buckets": 1}
+# Numbers with a range: (low, low allowed, high); others may be any finite number.
+_NUMBER_RANGES = {
+    "recency_horizon_days": (0.0, False, math.inf),
+    "reply_max_gap_hours": (0.0, True, math.inf),
+    "reply_share": (0.0, True, math.inf),
+    "keyword_cjk_char_max_share": (0.0, True, 1.0),
+    "time_query_temporal_weight": (0.0, True, math.inf),
+    "cjk_weak_embedder_factor": (0.0, True, math.inf),
+    "cjk_keyword_factor": (0.0, True, math.inf),
+    "temporal_spread_factor": (0.0, True, math.inf),
+}
+# Arm weights: rank-space weights divide a rank (above 0); score weights may be 0.
+_WEIGHT_LOW = {"arm_weights": (0.0, False), "score_weights": (0.0, True)}
 # The text settings that name one of a few ways.
 _TEXT_CHOICES = {
     "fusion": FUSION_METHODS,
@@ -241,11 +256,20 @@ def _check_setting(name: str, value: Any, default: Any) -> None:
     elif isinstance(default, int):
         if not (isinstance(value, int) and not isinstance(value, bool)):
             raise ValueError(f"{name} must be a whole number, not {value!r}")
+        least = _COUNT_MINIMUMS.get(name, 0)
+        if value < least:
+            raise ValueError(f"{name} must be at least {least}, not {value!r}")
     elif isinstance(default, float):
         if not number(value):
             raise ValueError(f"{name} must be a number, not {value!r}")
         if not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number, not {value!r}")
+        low, low_ok, high = _NUMBER_RANGES.get(name, (-math.inf, True, math.inf))
+        if high < math.inf and not low <= value <= high:
+            raise ValueError(f"{name} must be between {low:g} and {high:g}, not {value!r}")
+        if value < low or (value == low and not low_ok):
+            above = "at least" if low_ok else "above"
+            raise ValueError(f"{name} must be {above} {low:g}, not {value!r}")
     elif isinstance(default, str):
         if not isinstance(value, str):
             raise ValueError(f"{name} must be text, not {value!r}")
@@ -260,6 +284,10 @@ def _check_setting(name: str, value: Any, default: Any) -> None:
             raise ValueError(
                 f"{name} must map arm names to finite numbers ({', '.join(default)}), not {value!r}"
             )
+        low, low_ok = _WEIGHT_LOW.get(name, (-math.inf, True))
+        if any(v < low or (v == low and not low_ok) for v in value.values()):
+            bound = f"of {low:g} or more" if low_ok else f"above {low:g}"
+            raise ValueError(f"{name} must map arm names to numbers {bound}, not {value!r}")
 
 
 def _skip_reason(question: BenchQuestion, options: BenchOptions) -> str | None:

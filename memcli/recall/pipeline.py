@@ -116,18 +116,21 @@ def collector_paused() -> Iterator[None]:
     collector off ~10 times a query, each pass holding every thread of the recall: 2.1 ms
     a query over a 30-query batch at 100k facts, its longest pauses ~10 ms."""
     global _collector_pausers, _collector_was_enabled
-    with _collector_lock:
-        if _collector_pausers == 0:
-            _collector_was_enabled = gc.isenabled()
-            gc.disable()
-        _collector_pausers += 1
-    try:
+    paused = False
+    try:  # a Ctrl-C as it pauses still restores it
+        with _collector_lock:
+            if _collector_pausers == 0:
+                _collector_was_enabled = gc.isenabled()
+                gc.disable()
+            _collector_pausers += 1
+            paused = True
         yield
     finally:
-        with _collector_lock:
-            _collector_pausers -= 1
-            if _collector_pausers == 0 and _collector_was_enabled:
-                gc.enable()
+        if paused:
+            with _collector_lock:
+                _collector_pausers -= 1
+                if _collector_pausers == 0 and _collector_was_enabled:
+                    gc.enable()
 
 
 def _recall_once(
