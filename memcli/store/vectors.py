@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from memcli.store.search import filter_active
+from memcli.store.search import _id_array, filter_active
 from memcli.store.types import FACT_TYPES, StoreError, batched, marks
 
 # Candidates read from the bits per result wanted (measured on MiniLM over 30k real sentences):
@@ -277,7 +277,7 @@ class BankScan:
                 "WHERE length(a.value00) = ?",
                 (json.dumps(np.sort(ids).tolist()), width),
             ).fetchone()
-            found = _id_list(found_ids)
+            found = _id_array(found_ids)
             if len(joined or b"") != width * len(found):
                 raise StoreError("the vector table returned vectors of an unexpected size")
             vectors = np.frombuffer(joined or b"", dtype=HALF).reshape(len(found), self.dim)
@@ -393,13 +393,6 @@ def _worth_probing(
     return store.facts_starting_in(bank_id, lo, hi, decisive) >= decisive
 
 
-def _id_list(text: str | None) -> np.ndarray:
-    """The ids of a group_concat (comma-separated integers; None for no rows), in order."""
-    if not text:
-        return np.zeros(0, dtype=np.int64)
-    return np.array(text.split(","), dtype=np.int64)
-
-
 def _blocked(
     distances: np.ndarray, shut: np.ndarray | None, late: np.ndarray, value: int
 ) -> np.ndarray:
@@ -423,6 +416,22 @@ def _smallest(values: np.ndarray, pool: np.ndarray | None, n: int) -> np.ndarray
     at_cut = np.flatnonzero(subset == cut)[: n - len(below)]
     picked = np.sort(np.concatenate([below, at_cut]))
     return picked if pool is None else pool[picked]
+
+
+def _first_passing(
+    scan: BankScan,
+    distances: np.ndarray,
+    pool: np.ndarray | None,
+    n: int,
+    passes: Any,
+) -> np.ndarray:
+    """Of the first n rows (of pool, or of all) in (Hamming distance, row) order, those
+    whose fact ids `passes` (ids -> set of ids) keeps, in that order."""
+    nearest = _smallest(distances, pool, n)
+    nearest = nearest[np.argsort(distances[nearest], kind="stable")]
+    ids = scan.ids[nearest]
+    kept = passes(ids.tolist())
+    return nearest[np.isin(ids, np.fromiter(kept, dtype=np.int64, count=len(kept)))]
 
 
 def _shortlist(
@@ -773,11 +782,14 @@ class VectorsMixin:
             query = np.asarray(vec, dtype=np.float32)
             pool = np.sort(scan.rows_array(ids))
             distances = scan.hamming(scan.query_words(sign_bits(query)))
-            near = _smallest(distances, pool, 2 * want)
-            near = near[np.lexsort((near, distances[near]))]
-            passing = self.filter_facts(scan.ids[near].tolist(), flt, bank_id)  # type: ignore[attr-defined]
-            keep = near[np.isin(scan.ids[near], np.fromiter(passing, np.int64, len(passing)))]
-            if len(keep) >= want or len(near) == len(pool):
+            keep = _first_passing(
+                scan,
+                distances,
+                pool,
+                2 * want,
+                lambda ids: self.filter_facts(ids, flt, bank_id),  # type: ignore[attr-defined]
+            )
+            if len(keep) >= want or 2 * want >= len(pool):
                 picked = np.sort(keep[:want])
                 return _ranked_by_cosine(scan, picked, query, k, self.conn), {"listed": len(ids)}
         if filter_active(flt):
@@ -821,13 +833,14 @@ class VectorsMixin:
             total = len(scan)
             reach = min(total, 4 * want)
             while True:
-                # The first `reach` rows in (distance, row) order, and which are in the window.
-                nearest = _smallest(distances, None, reach)
-                nearest = nearest[np.argsort(distances[nearest], kind="stable")]
-                ids = scan.ids[nearest]
-                inside = self.in_window_among(ids.tolist(), start, end, flt, said)  # type: ignore[attr-defined]
-                found = np.fromiter(inside, dtype=np.int64, count=len(inside))
-                hits = nearest[np.isin(ids, found)]
+                # The first `reach` rows in (distance, row) order that are in the window.
+                hits = _first_passing(
+                    scan,
+                    distances,
+                    None,
+                    reach,
+                    lambda ids: self.in_window_among(ids, start, end, flt, said),  # type: ignore[attr-defined]
+                )
                 figures = {"probed": reach, "in_window": len(hits)}
                 if len(hits) >= want or reach >= total:
                     return _ranked_by_cosine(
