@@ -402,3 +402,32 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
     assert store.facts_by_id([fid], bank + 1) == {}
     with Store(store.path, create=False) as other:
         assert other.facts_by_id([fid])[fid] == fact
+
+
+def test_entity_expansions_count_every_bank_and_list_the_banks_latest(store, bare_fact):
+    """What the graph arm reads in one statement: for each entity, how many facts of any bank
+    carry it, and its latest `limit` facts of the one bank, newest first; an entity no fact
+    carries has (0, [])."""
+    at = datetime(2026, 3, 1)
+    with store.atomic():
+        home = store.ensure_bank("default", at)
+        away = store.ensure_bank("other", at)
+        store.ensure_vectors(home, "unit", None, 8)
+        store.ensure_vectors(away, "unit", None, 8)
+        hub = store.insert_entity(home, "Hub", at, ["hub"])
+        rare = store.insert_entity(home, "Rare", at, ["rare"])
+        lonely = store.insert_entity(home, "Lonely", at, ["lonely"])
+        ours = [bare_fact(store, home, n, [0.1 * (n + 1)] * 8, at) for n in range(6)]
+        theirs = [bare_fact(store, away, 10 + n, [0.2] * 8, at) for n in range(3)]
+        for fid in ours + theirs:
+            store.mention_entity(fid, hub, at)
+        store.mention_entity(ours[2], rare, at)
+    got = store.entity_expansions([rare, hub, lonely, hub], home, 4)
+    assert got == {
+        rare: (1, [ours[2]]),
+        hub: (9, sorted(ours, reverse=True)[:4]),
+        lonely: (0, []),
+    }
+    for entity, (count, _) in got.items():
+        assert count == store.entity_fact_count(entity)
+    assert store.entity_expansions([], home, 4) == {}

@@ -38,14 +38,15 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     seeds_with: dict[int, set[int]] = defaultdict(set)
     for fact_id, entity_id in store.entities_of_facts(seeds):
         seeds_with[entity_id].add(fact_id)
+    # Hub entities are capped per entity so "user" or a speaker cannot flood the query.
+    expansions = store.entity_expansions(list(seeds_with), ctx.bank_id, s.graph_facts_per_entity)
     entity_part: dict[int, float] = defaultdict(float)
     for entity_id, carriers in seeds_with.items():
-        df = store.entity_fact_count(entity_id)
+        df, latest = expansions[entity_id]
         weight = max(seed_sim[f] for f in carriers) * specificity(df, total)
         if weight <= 0:
             continue
-        # Hub entities are capped per entity so "user" or a speaker cannot flood the query.
-        for fact_id in store.facts_of_entity(entity_id, ctx.bank_id, s.graph_facts_per_entity):
+        for fact_id in latest:
             # A seed is not reached through an entity that only it carries.
             if carriers != {fact_id}:
                 entity_part[fact_id] += weight
