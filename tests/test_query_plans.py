@@ -75,15 +75,20 @@ def grow(remember, text, tags=lambda i: []) -> None:
 
 
 @pytest.mark.parametrize(
-    "options",
+    ("options", "query"),
     [
-        RecallOptions(),
-        RecallOptions(tags=["work"], types=["world", "experience"]),
-        RecallOptions(budget="high", max_tokens=300),
+        (RecallOptions(), "when did Alice plan the launch with Bob?"),
+        (
+            RecallOptions(tags=["work"], types=["world", "experience"]),
+            "when did Alice plan the launch with Bob?",
+        ),
+        (RecallOptions(budget="high", max_tokens=300), "when did Alice plan the launch with Bob?"),
+        # a question about a time: the temporal arm's window and neighbours
+        (RecallOptions(), "what did Alice plan with Bob in May 2026?"),
     ],
-    ids=["default", "filtered", "high-budget"],
+    ids=["default", "filtered", "high-budget", "time-window"],
 )
-def test_recall_reads_never_walk_a_bank(store, remember, db_path, embedder, traced, options):
+def test_recall_reads_never_walk_a_bank(store, remember, db_path, embedder, traced, options, query):
     # A store grown by several imports, in two banks, with documents, tags and speakers.
     grow(
         remember,
@@ -96,14 +101,9 @@ def test_recall_reads_never_walk_a_bank(store, remember, db_path, embedder, trac
     remember("Carol keeps her bike in the garage.", bank="other")
     seen, hook = traced
     hook(store.conn)
-    recall(
-        store,
-        "default",
-        "when did Alice plan the launch with Bob?",
-        options,
-        embedder=embedder,
-        settings=None,
-    )
+    result = recall(store, "default", query, options, embedder=embedder, settings=None)
+    if "May" in query:
+        assert result.time_window is not None and result.arms["temporal"].hits
     assert seen, "no statement was traced"
     assert not walks(db_path, seen), walks(db_path, seen)
 

@@ -102,6 +102,46 @@ def test_a_facts_causal_links_come_out_then_in_each_by_the_other_fact(store, bar
     assert {kind for _, kind, _ in got} == {"causal", "temporal"}
 
 
+def test_time_neighbours_of_many_facts_are_each_facts_own(store, bare_fact):
+    """The temporal arm reads a round's facts' neighbours at once: the same lists, fact by
+    fact, as reading each alone (facts said at one time, at the edges of the reach, causal
+    links both ways, another bank's facts, a fact that does not exist), and a fact dated at
+    either end of the calendar has neighbours too (its reach once overflowed datetime)."""
+    rng = np.random.default_rng(2)
+    hours = [0, 0, 0, 1, 5, 23.5, 24, 100, 167, 168, 169, 400, 0, 2]
+    with store.atomic():
+        bank = store.ensure_bank("default", DAY)
+        other = store.ensure_bank("other", DAY)
+        for b in (bank, other):
+            store.ensure_vectors(b, "unit", None, 8)
+        vec = lambda: rng.standard_normal(8).astype(np.float32)  # noqa: E731
+        ids = [
+            bare_fact(store, bank, i, vec(), DAY + timedelta(hours=h)) for i, h in enumerate(hours)
+        ]
+        away = bare_fact(store, other, 99, vec(), DAY)
+        first = bare_fact(store, bank, 100, vec(), datetime(1, 1, 1))
+        first_next = bare_fact(store, bank, 101, vec(), datetime(1, 1, 2))
+        last = bare_fact(store, bank, 102, vec(), datetime(9999, 12, 31, 23))
+        store.add_links([(ids[3], ids[7], "causal", 0.8), (ids[11], ids[3], "causal", 0.9)])
+    asked = [*ids, away, first, last, 10**9]
+    together = store.time_neighbours_of(asked, 4, 24.0 * 7, 0.3)
+    assert set(together) == set(asked) - {10**9}
+    for fact_id in asked:
+        assert together.get(fact_id, []) == store.time_neighbours(fact_id, 4, 24.0 * 7, 0.3)
+    assert together[first] == [(first_next, "temporal", 0.3)]
+    assert together[last] == []
+    assert together[away] == []
+    # the causal links both ways, with their weights, among the neighbours in time
+    wide = store.time_neighbours_of([ids[3]], 20, 24.0 * 7, 0.3)[ids[3]]
+    assert [n for n in wide if n[1] == "causal"] == [
+        (ids[11], "causal", 0.9),
+        (ids[7], "causal", 0.8),
+    ]
+    assert wide[0][2] == pytest.approx(1 - 1 / 24)
+    # three facts said at the same time: each one's others come first, nearest id first
+    assert [f for f, _, _ in together[ids[1]][:3]] == [ids[0], ids[2], ids[12]]
+
+
 def test_a_closed_reader_is_reused_and_closed_with_its_store(store, remember):
     remember("Something to read.", timestamp=DAY)
     reader = store.reader()

@@ -150,15 +150,16 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
         if not frontier:
             break
         next_frontier: list[int] = []
-        # A node whose score rose again is expanded again: its neighbours are read once.
-        for node in frontier:
-            if node not in read:
-                read[node] = ctx.store.time_neighbours(
-                    node,
-                    s.temporal_neighbours,
-                    _LINK_RULE.temporal_link_max_hours,
-                    _LINK_RULE.temporal_link_floor,
-                )
+        # A node whose score rose again is expanded again: its neighbours are read once,
+        # the round's new nodes' in one read.
+        unread = [node for node in frontier if node not in read]
+        found = ctx.store.time_neighbours_of(
+            unread,
+            s.temporal_neighbours,
+            _LINK_RULE.temporal_link_max_hours,
+            _LINK_RULE.temporal_link_floor,
+        )
+        read.update((node, found.get(node, [])) for node in unread)
         around = {node: read[node] for node in frontier}
         # The round's neighbours' times in one read (one probe each was most of the arm).
         unknown = {o for found in around.values() for o, _, _ in found if o not in spans}
