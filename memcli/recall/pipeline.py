@@ -250,11 +250,16 @@ def _recall_once(
         if "semantic" in wanted:
             arms["semantic"] = sem
         # The graph arm reads only links and entities, on a connection of its own.
+        # The keyword arm, done by now more often than not, has read its hits' facts: the
+        # semantic and graph hits among them are not read again.
+        if keyword_future is not None and keyword_future.done():
+            facts.update(keyword_future.result().facts)
         graph_future = None
         if "graph" in wanted:
             # Its hits' facts are read on its connection, but for the semantic hits: the
             # main thread reads those meanwhile.
-            graph_future = start(graph.run, sem, known=frozenset(h.fact_id for h in sem.hits))
+            known = frozenset(facts).union(h.fact_id for h in sem.hits)
+            graph_future = start(graph.run, sem, known=known)
         if spread and "semantic" in arms:
             # The semantic hits' facts are read while the other arms run beside.
             t0 = time.perf_counter()
