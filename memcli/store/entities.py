@@ -121,10 +121,10 @@ class EntitiesMixin:
         (found,) = self.conn.execute(
             "SELECT json_group_array(json_array(j.value, "
             "(SELECT count(*) FROM fact_entities WHERE entity_id = j.value), "
-            "(SELECT json_group_array(latest.fact_id ORDER BY latest.fact_id DESC) FROM "
+            "json((SELECT json_group_array(latest.fact_id ORDER BY latest.fact_id DESC) FROM "
             "(SELECT fe.fact_id FROM fact_entities fe JOIN facts f ON f.id = fe.fact_id "
             "WHERE fe.entity_id = j.value AND f.bank_id = ? ORDER BY fe.fact_id DESC LIMIT ?) "
-            "AS latest))) FROM json_each(?) AS j",
+            "AS latest)))) FROM json_each(?) AS j",
             (bank_id, limit, json.dumps(list(dict.fromkeys(entity_ids)))),
         ).fetchone()
-        return {entity: (count, json.loads(ids)) for entity, count, ids in json.loads(found)}
+        return {entity: (count, ids) for entity, count, ids in json.loads(found)}

@@ -23,21 +23,21 @@ from memcli.store.types import id_json, iso, marks
 # kind was most of the lookup (24 -> 7 us a fact at 100k facts).
 TIME_NEIGHBOURS_SQL = """
 SELECT json_group_array(json_array(n.id, n.t,
-  (SELECT json_group_array(json_array(c.other, c.weight) ORDER BY c.part, c.other) FROM (
+  json((SELECT json_group_array(json_array(c.other, c.weight) ORDER BY c.part, c.other) FROM (
     SELECT 0 AS part, to_fact AS other, weight FROM links
     WHERE from_fact = n.id AND kind = 'causal'
     UNION ALL SELECT 1, l.from_fact, l.weight FROM links l WHERE l.to_fact = n.id
     AND l.kind = 'causal' AND l.from_fact IN (SELECT from_fact FROM links
-    WHERE to_fact = n.id AND kind = 'causal')) AS c),
-  (SELECT json_group_array(s.id) FROM (SELECT id FROM facts
+    WHERE to_fact = n.id AND kind = 'causal')) AS c)),
+  json((SELECT json_group_array(s.id) FROM (SELECT id FROM facts
     WHERE bank_id = n.bank AND event_time = n.t AND id != n.id
-    ORDER BY abs(id - n.id) LIMIT :same) AS s),
-  (SELECT json_group_array(json_array(b.id, b.event_time)) FROM (SELECT id, event_time
+    ORDER BY abs(id - n.id) LIMIT :same) AS s)),
+  json((SELECT json_group_array(json_array(b.id, b.event_time)) FROM (SELECT id, event_time
     FROM facts WHERE bank_id = n.bank AND event_time < n.t AND event_time >= n.lo
-    ORDER BY event_time DESC LIMIT :side) AS b),
-  (SELECT json_group_array(json_array(a.id, a.event_time)) FROM (SELECT id, event_time
+    ORDER BY event_time DESC LIMIT :side) AS b)),
+  json((SELECT json_group_array(json_array(a.id, a.event_time)) FROM (SELECT id, event_time
     FROM facts WHERE bank_id = n.bank AND event_time > n.t AND event_time <= n.hi
-    ORDER BY event_time ASC LIMIT :side) AS a)))
+    ORDER BY event_time ASC LIMIT :side) AS a))))
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS bank, value ->> 2 AS t, value ->> 3 AS lo,
   value ->> 4 AS hi FROM json_each(:nodes)) AS n
 """
@@ -116,13 +116,13 @@ class LinksMixin:
         for fact_id, when_text, causal, same, before, after in json.loads(rows):
             when = datetime.fromisoformat(when_text)
             near: list[tuple[float, int, int]] = [
-                (0.0, abs(other - fact_id), other) for other in json.loads(same)
+                (0.0, abs(other - fact_id), other) for other in same
             ]
-            for other, t in json.loads(before) + json.loads(after):
+            for other, t in before + after:
                 hours = abs((datetime.fromisoformat(t) - when).total_seconds()) / 3600
                 near.append((hours, abs(other - fact_id), other))
             near.sort()
-            found_links = [(other, "causal", weight) for other, weight in json.loads(causal)]
+            found_links = [(other, "causal", weight) for other, weight in causal]
             found_links.extend(
                 (other, "temporal", max(floor, 1.0 - hours / 24.0))
                 for hours, _, other in near[:limit]
