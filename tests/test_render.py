@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import pytest
 from typer.testing import CliRunner
 
 from memcli import render
@@ -103,3 +104,23 @@ def test_retain_item_dates_come_through_unchanged(store, remember):
         .splitlines()[2]
         .startswith("[said 2026-01-05, about 2027 (future when said)] ")
     )
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"text": 'Zoë said 你好 "hi"\n', "score": 0.30000000000000004, "ranks": [1, None]},
+        {"id": 2**63 - 1, "small": -(2**63), "nested": {"a": [1.5, True, False, None]}},
+        {"huge": 2**70},  # past 64 bits: json writes it, orjson cannot
+        {"text": "half a pair \ud800 stored before input was checked"},
+        {1: "an int key", "two": 2},
+    ],
+    ids=["unicode", "int64", "huge-int", "surrogate", "int-key"],
+)
+def test_dumps_is_one_line_that_reads_back_as_json_would(obj):
+    line = render.dumps(obj)
+    assert "\n" not in line
+    expected = json.loads(json.dumps(obj, ensure_ascii=False))
+    assert json.loads(line) == expected
+    if "text" in obj and "\ud800" not in obj["text"]:
+        assert obj["text"] in json.loads(line)["text"] and "你好" in line  # not escaped to ASCII
