@@ -89,6 +89,12 @@ def block_tokens(fact: Fact) -> int:
     return tokens.count_tokens_any_digits(date) + fact.tail_tokens
 
 
+def block_tokens_at_least(fact: Fact, date_tokens: int) -> int:
+    """A lower bound of block_tokens(fact) that formats no date: the stored tail's count and
+    `date_tokens`, the fewest a block's bracketed date takes (budget.block_floor() - 1)."""
+    return date_tokens + (1 if fact.tail_tokens is None else fact.tail_tokens)
+
+
 def tail_tokens(context: str | None, text: str) -> int:
     """What a fact stores as its tail_tokens."""
     return tokens.count_tokens(block_tail(context, text))

@@ -53,6 +53,68 @@ def test_filling_stops_when_no_candidate_can_fit_the_room_left():
     assert counted == [1, 2, 3, 4, 5, 6]
 
 
+def test_a_candidate_that_cannot_fit_even_at_its_lower_bound_is_not_counted():
+    counted: list[int] = []
+
+    def count(c: Candidate) -> int:
+        counted.append(c.fact_id)
+        return c.tokens
+
+    sizes = [40, 70, 30, 20, 12, 5, 25]
+    plain = fit(cands(sizes), 100, count)
+    counted.clear()
+    bounded = fit(cands(sizes), 100, count, at_least=lambda c: c.tokens - 2)
+    # The same memories kept; 70 (at least 68 with 40 used) and 25 (at least 23 with 95
+    # used) are passed over without being counted.
+    assert [c.fact_id for c in bounded[0]] == [c.fact_id for c in plain[0]] == [1, 3, 4, 6]
+    assert bounded[1] == plain[1] == 95
+    assert counted == [1, 3, 4, 5, 6]
+
+
+def test_the_block_lower_bound_is_never_above_the_count():
+    """What recall passes as at_least: the fewest tokens a bracketed date takes and the
+    stored tail's count, for dates that print as a day, a month, a range or a plan."""
+    from datetime import datetime
+
+    from memcli.blocks import block_tail, block_tokens, block_tokens_at_least, memory_block
+    from memcli.recall.budget import block_floor
+    from memcli.store import Fact
+    from memcli.tokens import count_tokens
+
+    floor = block_floor()
+    said = datetime(2026, 2, 10, 9)
+    periods = [
+        (None, None),
+        (datetime(2026, 2, 10), datetime(2026, 2, 11)),
+        (datetime(2026, 11, 1), datetime(2026, 12, 1)),
+        (datetime(2025, 3, 4), datetime(2025, 3, 19)),
+    ]
+    for text in ["a", "好", "Hello there, how are you?", "x" * 40]:
+        for context in [None, "Maya"]:
+            for start, end in periods:
+                fact = Fact(
+                    1,
+                    text,
+                    context,
+                    "world",
+                    said,
+                    start,
+                    end,
+                    [],
+                    {},
+                    1,
+                    None,
+                    None,
+                    None,
+                    [],
+                    tail_tokens=count_tokens(block_tail(context, text)),
+                )
+                bound = block_tokens_at_least(fact, floor - 1)
+                assert bound <= block_tokens(fact) == count_tokens(memory_block(fact))
+                fact.tail_tokens = None  # a store not yet upgraded
+                assert block_tokens_at_least(fact, floor - 1) <= block_tokens(fact)
+
+
 def test_the_floor_is_a_true_lower_bound_of_a_memory_block():
     """Every printed memory starts "[YYYY-MM-DD" and has text: never fewer tokens."""
     from datetime import datetime

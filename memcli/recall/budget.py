@@ -18,10 +18,13 @@ def fit(
     limit: int | None = None,
     min_score: float | None = None,
     floor: int = 1,
+    at_least: Callable[[Candidate], int] | None = None,
 ) -> tuple[list[Candidate], int]:
     """(kept candidates in order, tokens used). `floor` is the fewest tokens any candidate
     can take: once less room is left, no later one can fit, so filling stops there instead
-    of formatting and counting the hundreds of candidates below the cut."""
+    of formatting and counting the hundreds of candidates below the cut. `at_least(c)`, no
+    more than count_tokens(c) and cheaper: a candidate that cannot fit even so is passed
+    without being counted (once the budget is nearly full, most are)."""
     kept: list[Candidate] = []
     used = 0
     for cand in ranked:
@@ -31,6 +34,8 @@ def fit(
             break
         if min_score is not None and cand.final < min_score:
             break
+        if at_least is not None and used + at_least(cand) > max_tokens:
+            continue
         cand.tokens = count_tokens(cand)
         if used + cand.tokens > max_tokens:
             continue

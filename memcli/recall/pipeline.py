@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from memcli import tokens
-from memcli.blocks import block_tokens
+from memcli.blocks import block_tokens, block_tokens_at_least
 from memcli.clock import local_to_utc, utc_to_local, utcnow
 from memcli.display import has_visible_text
 from memcli.recall import budget as budget_mod
@@ -313,13 +313,15 @@ def _recall_once(
     timings["scoring"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    floor = budget_mod.block_floor()
     results, used = budget_mod.fit(
         ranked,
         options.max_tokens,
         lambda c: block_tokens(c.fact),
         options.limit,
         options.min_score,
-        budget_mod.block_floor(),
+        floor,
+        lambda c: block_tokens_at_least(c.fact, floor - 1),
     )
     chunks = _chunks(store, results, options) if options.include_chunks else []
     timings["budget"] = time.perf_counter() - t0
