@@ -29,15 +29,7 @@ class FactFilter:
     def first_allowed(
         self, store: Store, ordered: Sequence[int], limit: int, bank_id: int | None = None
     ) -> list[int]:
-        """The first `limit` of `ordered` (best first) that pass: checked a slice of twice
-        the limit at a time, as far as needed. The graph arm scores a few thousand facts
-        and keeps 300; checking them all was ~2-4 ms of a 100k-fact recall."""
-        kept: list[int] = []
-        step = max(2 * limit, 1)
-        for start in range(0, len(ordered), step):
-            part = ordered[start : start + step]
-            passing = self.allowed(store, part, bank_id)
-            kept.extend(f for f in part if f in passing)
-            if len(kept) >= limit:
-                break
-        return kept[:limit]
+        """The first `limit` of `ordered` (best first) that pass, checked only as far as
+        needed (store.first_passing): the graph arm scores a few thousand facts and keeps
+        300; checking them all was ~2-4 ms of a 100k-fact recall."""
+        return store.first_passing(ordered, self, bank_id, limit)

@@ -104,11 +104,11 @@ class SearchMixin:
             "WHERE fact_fts MATCH ? ORDER BY rank LIMIT ?",
             (expression, fetch),
         ).fetchall()
-        passing = self.filter_facts([r[0] for r in ranked], flt, bank_id)  # type: ignore[attr-defined]
-        kept = [(fid, score) for fid, score in ranked if fid in passing]
+        kept = self.first_passing([r[0] for r in ranked], flt, bank_id, limit)
         if len(kept) >= limit or len(ranked) < fetch:
             # Enough passed, or these were all the matches: no better match is left out.
-            return kept[:limit]
+            bm25 = dict(ranked)
+            return [(fid, bm25[fid]) for fid in kept]
         cond, params = filter_sql(flt, "f")
         return self.conn.execute(
             f"SELECT fact_fts.rowid, bm25(fact_fts, {weights}) AS rank FROM fact_fts "
@@ -278,6 +278,24 @@ class SearchMixin:
         if row is None:
             return None
         return datetime.fromisoformat(row[0]), datetime.fromisoformat(row[1])
+
+    def first_passing(
+        self, ordered: Sequence[int], flt: Any, bank_id: int | None, n: int
+    ) -> list[int]:
+        """The first n of `ordered` (best first) that pass the filter and belong to the bank,
+        in order: n checked first (most pass: only closed facts and other banks' fail), then
+        twice as many as are still missing, as far as needed. The keyword, graph and temporal
+        arms rank a few hundred to a few thousand facts and keep 300; checking twice that at
+        once was ~0.7 ms of a 100k-fact recall's keyword arm."""
+        kept: list[int] = []
+        start, step = 0, max(n, 1)
+        while start < len(ordered) and len(kept) < n:
+            part = ordered[start : start + step]
+            passing = self.filter_facts(part, flt, bank_id)
+            kept.extend(f for f in part if f in passing)
+            start += len(part)
+            step = max(2 * (n - len(kept)), 64)
+        return kept[:n]
 
     def filter_facts(
         self, fact_ids: Sequence[int], flt: Any, bank_id: int | None = None
