@@ -736,3 +736,53 @@ def test_the_semantic_arm_keeps_k_open_facts_when_closed_ones_are_nearer(
     assert not set(hits) & set(closed)
     # the k nearest open facts (the search by sign bits is approximate: nearly all)
     assert len(set(hits) & set(open_ids[:k])) >= 0.95 * k
+
+
+def test_recalls_run_their_arms_on_threads_started_once(store, remember, embedder):
+    """The arms' threads outlive a recall (starting and joining them was ~0.3 ms a query);
+    the next recall's arms run on the same ones."""
+    import threading
+
+    from memcli.recall import pipeline
+
+    remember("Booked the Lisbon trip for May.")
+    remember("Priya starts at the museum in June.")
+
+    def arm_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("mem-arm")}
+
+    run(store, embedder, "Lisbon trip in May")
+    first = arm_threads()
+    assert 0 < len(first) <= pipeline.ARM_THREADS
+    for query in ["who starts at the museum?", "what did I book last week?", "Lisbon"]:
+        run(store, embedder, query)
+    assert arm_threads() == first
+
+
+def test_a_failing_recall_returns_only_when_its_arms_are_done(
+    store, remember, embedder, monkeypatch
+):
+    """An arm that fails on the main thread does not leave the others running on their
+    connections: the caller may close the store next."""
+    import time
+
+    from memcli.recall import keyword, semantic
+
+    remember("Booked the Lisbon trip for May.")
+    done = []
+    arm = keyword.run
+
+    def slow_keyword(ctx):
+        time.sleep(0.3)
+        out = arm(ctx)
+        done.append(ctx.query)
+        return out
+
+    def failing_semantic(ctx, *rest):
+        raise RuntimeError("the semantic arm broke")
+
+    monkeypatch.setattr(keyword, "run", slow_keyword)
+    monkeypatch.setattr(semantic, "run", failing_semantic)
+    with pytest.raises(RuntimeError, match="semantic arm broke"):
+        run(store, embedder, "Lisbon trip")
+    assert done == ["Lisbon trip"]
