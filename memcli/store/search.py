@@ -6,13 +6,14 @@ FactFilter); it is turned into SQL here so arms filter before they truncate.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from memcli.store.types import batched, id_json, iso, marks
+from memcli.store.types import id_json, iso, marks
 
 # keyword_search ranks this many times its limit in FTS5 alone before checking bank and filter.
 KEYWORD_OVERFETCH = 2
@@ -149,28 +150,25 @@ class SearchMixin:
         # window (the time index), less the few of them whose end is at or before the
         # window's start (facts_occurred_end); and facts that start before it and end inside
         # or after it (facts_occurred_end: only facts with an end).
+        # Each read answers as one row (see facts_by_id): the temporal arm lists a window
+        # beside the semantic arm's thread, and the periods running across a window's
+        # start can be thousands.
         inside = self._starting_inside(bank_id, start, end, said, cond, params)
-        ended = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT id FROM facts WHERE bank_id = ? AND occurred_end IS NOT NULL "
-                "AND occurred_end <= ? AND event_time >= ? AND event_time < ?",
-                (bank_id, iso(start), iso(start), iso(end)),
-            )
-        ]
+        (ended,) = self.conn.execute(
+            "SELECT group_concat(id) FROM facts WHERE bank_id = ? AND occurred_end IS NOT NULL "
+            "AND occurred_end <= ? AND event_time >= ? AND event_time < ?",
+            (bank_id, iso(start), iso(start), iso(end)),
+        ).fetchone()
         if ended:
-            inside = inside[~np.isin(inside, np.array(ended, dtype=np.int64))]
-        across = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT f.id FROM facts f WHERE f.bank_id = ? AND f.occurred_end > ? "
-                f"AND f.occurred_end IS NOT NULL AND f.event_time < ?{cond}",
-                (bank_id, iso(start), iso(start), *params),
-            )
-        ]
+            inside = inside[~np.isin(inside, _id_array(ended))]
+        (across,) = self.conn.execute(
+            "SELECT group_concat(f.id) FROM facts f WHERE f.bank_id = ? AND f.occurred_end > ? "
+            f"AND f.occurred_end IS NOT NULL AND f.event_time < ?{cond}",
+            (bank_id, iso(start), iso(start), *params),
+        ).fetchone()
         if not across:
             return inside
-        return np.concatenate([inside, np.array(across, dtype=np.int64)])
+        return np.concatenate([inside, _id_array(across)])
 
     def _starting_inside(
         self,
@@ -244,31 +242,30 @@ class SearchMixin:
             f"({instant} AND (f.occurred_end IS NULL OR f.occurred_end > ?)) "
             "OR (f.occurred_end IS NOT NULL AND f.occurred_end > ? AND +f.event_time < ?)"
         )
-        rows = self.conn.execute(
-            "SELECT f.id FROM json_each(?) AS j JOIN facts f ON f.id = j.value WHERE "
-            f"CASE WHEN f.occurred_start IS NULL THEN ({instant}) ELSE ({period}) END{cond}",
+        (found,) = self.conn.execute(
+            "SELECT group_concat(f.id) FROM json_each(?) AS j JOIN facts f ON f.id = j.value "
+            f"WHERE CASE WHEN f.occurred_start IS NULL THEN ({instant}) ELSE ({period}) END"
+            f"{cond}",
             (id_json(list(fact_ids)), su, eu, s, e, s, s, s, *params),
-        )
-        return {r[0] for r in rows}
+        ).fetchone()
+        return set(_id_array(found).tolist())
 
     def fact_time_spans(
         self, fact_ids: Sequence[int]
     ) -> dict[int, tuple[datetime, datetime, bool]]:
         """id -> (start, end, is_period) of these facts: their period (a span of the speaker's
         calendar, is_period True), else the instant they were said, UTC (start = end)."""
-        out: dict[int, tuple[datetime, datetime, bool]] = {}
-        for batch in batched(list(fact_ids)):
-            for fid, begin, finish, period in self.conn.execute(
-                "SELECT id, event_time, coalesce(occurred_end, event_time), "
-                f"occurred_start IS NOT NULL FROM facts WHERE id IN ({marks(len(batch))})",
-                batch,
-            ):
-                out[fid] = (
-                    datetime.fromisoformat(begin),
-                    datetime.fromisoformat(finish),
-                    bool(period),
-                )
-        return out
+        # One row (see facts_by_id): the temporal arm asks for each round's neighbours.
+        (found,) = self.conn.execute(
+            "SELECT json_group_array(json_array(f.id, f.event_time, "
+            "coalesce(f.occurred_end, f.event_time), f.occurred_start IS NOT NULL)) "
+            "FROM json_each(?) AS j JOIN facts f ON f.id = j.value",
+            (id_json(fact_ids),),
+        ).fetchone()
+        return {
+            fid: (datetime.fromisoformat(begin), datetime.fromisoformat(finish), bool(period))
+            for fid, begin, finish, period in json.loads(found)
+        }
 
     def fact_time_span(self, fact_id: int) -> tuple[datetime, datetime] | None:
         row = self.conn.execute(
