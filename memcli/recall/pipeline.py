@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import datetime
@@ -206,7 +206,7 @@ def _recall_once(
     submitted: list[Future] = []
     try:
 
-        def start(fn, *args, known: frozenset[int] = frozenset(), shared: Any = None) -> Any:
+        def start(fn, *args, known: Container[int] = frozenset(), shared: Any = None) -> Any:
             if spread:
                 future = _arm_pool().submit(
                     _on_own_connection, store, ctx, timed, fn, *args, known=known, scan=shared
@@ -245,7 +245,10 @@ def _recall_once(
         temporal_future = None
         if "temporal" in wanted:
             if window is not None and ctx.query_vec is not None:
-                temporal_future = start(temporal.run, shared=scan)
+                # Its hits' facts are read at its end, but those the main thread holds by
+                # then (the keyword and semantic hits': a window's facts nearest the query
+                # are often among them): `facts` is looked at then, not now.
+                temporal_future = start(temporal.run, known=facts, shared=scan)
             else:
                 arms["temporal"] = timed(temporal.run, ctx)
         # The graph arm expands the semantic hits, so semantic runs whenever either is wanted.
@@ -415,11 +418,12 @@ def _on_own_connection(
     timed,
     fn,
     *args,
-    known: frozenset[int] = frozenset(),
+    known: Container[int] = frozenset(),
     scan: Any = None,
 ) -> ArmResult:
     """Run an arm on a second connection so it does not queue behind the main one, then
-    read its hits' facts there too (but those in `known`, which the main thread reads).
+    read its hits' facts there too (but those in `known` when the arm is done, which the
+    main thread reads or holds).
     `scan`: the main connection's scan of the bank's vectors, for the arm to search with."""
     try:
         reader = store.reader()
