@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import orjson
 
 from memcli import fts
 from memcli.store.types import Fact, batched, id_json, iso, marks
@@ -223,7 +224,8 @@ class FactsMixin:
             "JOIN fact_entities fe ON fe.fact_id = j.value JOIN entities e ON e.id = fe.entity_id",
             (ids,),
         ).fetchone()
-        for fid, name in json.loads(found):
+        # orjson: half json's time for the ~700 candidates' rows of a recall.
+        for fid, name in orjson.loads(found):
             names.setdefault(fid, []).append(name)
         # "+": the bank is checked on each row found by id, never used to pick an index (the
         # planner would otherwise search facts_dedupe by bank_id, reading the whole bank).
@@ -238,7 +240,7 @@ class FactsMixin:
         # Entity names in the order SQLite's BINARY collation sorts them (UTF-8 bytes, that
         # is code points, as Python sorts str).
         return {
-            row[0]: _fact_from_row(row, sorted(names.get(row[0], ()))) for row in json.loads(rows)
+            row[0]: _fact_from_row(row, sorted(names.get(row[0], ()))) for row in orjson.loads(rows)
         }
 
     def next_facts(self, fact_ids: Sequence[int], max_gap_hours: float) -> dict[int, int]:
