@@ -754,9 +754,12 @@ def test_recalls_run_their_arms_on_threads_started_once(store, remember, embedde
     run(store, embedder, "Lisbon trip in May")
     first = arm_threads()
     assert 0 < len(first) <= pipeline.ARM_THREADS
-    for query in ["who starts at the museum?", "what did I book last week?", "Lisbon"]:
+    queries = ["who starts at the museum?", "what did I book last week?", "Lisbon"]
+    for query in queries * 3:
         run(store, embedder, query)
-    assert arm_threads() == first
+    # the first recall's threads are still there and ran these too; one recall at a time
+    # never needs more than its three arms' worth
+    assert first <= arm_threads() and len(arm_threads()) <= pipeline.ARM_THREADS
 
 
 def test_a_failing_recall_returns_only_when_its_arms_are_done(
@@ -786,3 +789,53 @@ def test_a_failing_recall_returns_only_when_its_arms_are_done(
     with pytest.raises(RuntimeError, match="semantic arm broke"):
         run(store, embedder, "Lisbon trip")
     assert done == ["Lisbon trip"]
+
+
+def test_a_recall_does_not_wait_for_the_arms_of_recalls_in_other_threads(
+    store, remember, embedder, monkeypatch
+):
+    """Review finding: with one pool of three threads for the process, three slow recalls
+    in other threads (each its own store) held up an unrelated recall for as long as their
+    keyword arms took."""
+    import threading
+    import time
+
+    from memcli.recall import keyword
+    from memcli.store import Store
+
+    remember("Booked the Lisbon trip for May.")
+    remember("Priya starts at the museum in June.")
+    arm = keyword.run
+    started = threading.Semaphore(0)
+    release = threading.Event()
+
+    def keyword_run(ctx):
+        if "slow" in ctx.query:
+            started.release()
+            release.wait(8)  # a keyword arm that takes long (a filtered FTS5 scan)
+        return arm(ctx)
+
+    monkeypatch.setattr(keyword, "run", keyword_run)
+
+    def go(query: str, took: list[float]) -> None:
+        with Store(store.path, create=False) as own:
+            t0 = time.perf_counter()
+            run(own, embedder, query)
+            took.append(time.perf_counter() - t0)
+
+    go("Lisbon", [])
+    slow_took: list[float] = []
+    slow = [threading.Thread(target=go, args=(f"slow Lisbon {i}", slow_took)) for i in range(3)]
+    for t in slow:
+        t.start()
+    for _ in slow:
+        assert started.acquire(timeout=10)  # the three keyword arms are running
+    took: list[float] = []
+    try:
+        go("who starts at the museum?", took)
+    finally:
+        release.set()
+        for t in slow:
+            t.join()
+    assert took[0] < 2.0, f"an unrelated recall took {took[0]:.2f} s"
+    assert len(slow_took) == 3

@@ -390,18 +390,23 @@ def _embedder_note(model: Any) -> dict[str, Any] | None:
 
 # The arms beside a recall's main thread: keyword, then temporal and graph.
 ARM_THREADS = 3
+# Recalls in other threads of the process at once get threads of their own, up to this many
+# in all: beyond it an arm would queue behind another recall's.
+ARM_THREADS_MAX = 32
 _pool_lock = threading.Lock()
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
 def _arm_pool() -> ThreadPoolExecutor:
     """The threads the arms run on, started once per process: a pool per recall started
-    and joined its threads every query (~0.3 ms). Recalls in several threads at once share
-    it (an arm never waits for another arm). A forked child starts its own."""
+    and joined its threads every query (~0.3 ms). A thread is started only when none is
+    idle, so one recall at a time uses ARM_THREADS; recalls in several threads at once
+    start more rather than wait for each other's arms. A forked child starts its own."""
     global _pool
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(ARM_THREADS, thread_name_prefix="mem-arm"))
+            pool = ThreadPoolExecutor(ARM_THREADS_MAX, thread_name_prefix="mem-arm")
+            _pool = (os.getpid(), pool)
         return _pool[1]
 
 
