@@ -355,5 +355,6 @@ def dumps(obj: Any) -> str:
         return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:  # orjson.JSONEncodeError is one
         # What orjson refuses and json writes: a lone surrogate (in text stored before input
-        # was checked), an integer beyond 64 bits.
-        return json.dumps(obj, ensure_ascii=False)
+        # was checked), an integer beyond 64 bits. Compact too: every line of a --batch
+        # looks alike.
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))

@@ -120,6 +120,8 @@ def test_retain_item_dates_come_through_unchanged(store, remember):
 def test_dumps_is_one_line_that_reads_back_as_json_would(obj):
     line = render.dumps(obj)
     assert "\n" not in line
+    # compact whichever library wrote it (review: the json fallback kept its spaces)
+    assert '": ' not in line and '", "' not in line
     expected = json.loads(json.dumps(obj, ensure_ascii=False))
     assert json.loads(line) == expected
     if "text" in obj and "\ud800" not in obj["text"]:
