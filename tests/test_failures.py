@@ -829,3 +829,24 @@ def test_control_characters_printed_as_escapes_count_against_the_budget(db_path,
         assert r.exit_code in (0, 2), r.output
         assert "\x1b" not in r.stdout
         assert count_tokens(r.stdout.rstrip("\n")) <= budget, (budget, r.stdout)
+
+
+@pytest.mark.parametrize(
+    "query, now",
+    [
+        ("what happened yesterday?", "9999-12-31T23:30"),
+        ("what happened this week?", "0001-01-03T12:00"),
+    ],
+)
+def test_a_time_question_at_the_ends_of_the_calendar_is_answered(db_path, query, now):
+    """Review finding: with a memory said within a day of datetime's ends, scoring widened
+    the window by a day past them: "unexpected OverflowError" and nothing recalled."""
+    for at, text in [
+        ("9999-12-30T10:00", "Watched the last sunrise of the calendar."),
+        ("0001-01-02T10:00", "Watched the first sunrise of the calendar."),
+    ]:
+        r = mem(db_path, "retain", "--at", at, text)
+        assert r.exit_code == 0, r.stderr
+    r = mem(db_path, "recall", query, "--now", now, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["results"]

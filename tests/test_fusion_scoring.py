@@ -216,6 +216,24 @@ def test_temporal_signal_skips_only_conversions_that_cannot_matter(monkeypatch, 
 
 
 @pytest.mark.parametrize(
+    "said, window",
+    [
+        (datetime(9999, 12, 30, 10), TimeSpan(datetime(9999, 12, 30), datetime(9999, 12, 31))),
+        (datetime(9999, 12, 31, 23), TimeSpan(datetime(9999, 12, 31), datetime.max)),
+        (datetime(1, 1, 2, 10), TimeSpan(datetime(1, 1, 1), datetime(1, 1, 8))),
+        (datetime(1, 1, 1), TimeSpan(datetime(1, 1, 1), datetime(1, 1, 2), open_ended=True)),
+    ],
+    ids=["yesterday-9999", "last-day", "week-of-year-1", "open-year-1"],
+)
+def test_temporal_signal_of_a_window_at_the_ends_of_the_calendar(said, window):
+    """Review finding: a window within a day of datetime's ends overflowed when widened by
+    the day no zone is away from UTC ("what happened yesterday?" said at 9999-12-31)."""
+    signal = scoring.temporal_signal(fact(mentioned_at=said), window)
+    assert 0.0 <= signal <= 1.0
+    assert signal > 0.0  # said inside the window
+
+
+@pytest.mark.parametrize(
     "start, end, fit",
     [
         ((2026, 6, 1), (2026, 6, 1), 1.0),  # a point inside

@@ -54,7 +54,8 @@ def temporal_signal(fact: Fact, window: TimeSpan | None) -> float:
     # UTC) stays outside it and scores 0 either way, so most candidates skip the conversion.
     if fact.occurred_start is None:
         said = fact.mentioned_at
-        if said < window.start - _ANY_UTC_OFFSET or said >= window.end + _ANY_UTC_OFFSET:
+        # As differences: the window's ends widened by a day can pass datetime's range.
+        if said - window.start < -_ANY_UTC_OFFSET or said - window.end >= _ANY_UTC_OFFSET:
             return 0.0
         start = utc_to_local(said)
     else:
