@@ -142,6 +142,62 @@ def test_time_neighbours_of_many_facts_are_each_facts_own(store, bare_fact):
     assert [f for f, _, _ in together[ids[1]][:3]] == [ids[0], ids[2], ids[12]]
 
 
+def test_time_neighbours_are_those_a_walk_over_every_fact_finds(store, bare_fact):
+    """time_neighbours_of against a plain reading of its rule over all the facts: causal
+    links out (by the fact they point to) then in (by the fact they come from), with their
+    weights; then the facts of the node's bank said at its time, and the `limit` nearest
+    before and after it within the reach, weighing max(floor, 1 - hours / 24), nearest
+    first (hours, then ids apart); the heaviest `limit` of all. Times are distinct but for
+    one group said at once, so no cut falls inside a tie."""
+    import random
+
+    rng = random.Random(5)
+    limit, reach, floor = 5, 24.0 * 7, 0.3
+    rows: list[tuple[int, int, datetime]] = []  # (id, bank, time)
+    with store.atomic():
+        banks = [store.ensure_bank(name, DAY) for name in ("default", "other")]
+        for b in banks:
+            store.ensure_vectors(b, "unit", None, 8)
+        minutes = rng.sample(range(0, 60 * 24 * 20), 40)
+        for i, minute in enumerate(minutes):
+            bank = banks[i % 4 == 3]
+            at = DAY + timedelta(minutes=minute if i not in (5, 6, 7) else minutes[5])
+            vec = np.full(8, 0.1 * (i + 1), dtype=np.float32)
+            rows.append((bare_fact(store, bank, i, vec, at), bank, at))
+        ids = [r[0] for r in rows]
+        causal = [(ids[2], ids[9], 0.7), (ids[9], ids[2], 0.4), (ids[11], ids[2], 0.9)]
+        store.add_links([(a, b, "causal", w) for a, b, w in causal])
+
+    def expected(node: int) -> list[tuple[int, str, float]]:
+        _, bank, when = next(r for r in rows if r[0] == node)
+        links = [(b, "causal", w) for a, b, w in sorted(causal, key=lambda c: c[1]) if a == node]
+        links += [(a, "causal", w) for a, b, w in sorted(causal) if b == node]
+        same = [r for r in rows if r[1] == bank and r[2] == when and r[0] != node]
+        before = sorted(
+            (r for r in rows if r[1] == bank and when - timedelta(hours=reach) <= r[2] < when),
+            key=lambda r: r[2],
+            reverse=True,
+        )[:limit]
+        after = sorted(
+            (r for r in rows if r[1] == bank and when < r[2] <= when + timedelta(hours=reach)),
+            key=lambda r: r[2],
+        )[:limit]
+        near = sorted(
+            (abs((r[2] - when).total_seconds()) / 3600, abs(r[0] - node), r[0])
+            for r in same + before + after
+        )
+        links += [
+            (other, "temporal", max(floor, 1.0 - hours / 24.0)) for hours, _, other in near[:limit]
+        ]
+        return sorted(links, key=lambda n: -n[2])[:limit]
+
+    got = store.time_neighbours_of(ids[::-1], limit, reach, floor)
+    assert set(got) == set(ids)
+    for node in ids:
+        assert got[node] == expected(node), node
+    assert any(kind == "causal" for found in got.values() for _, kind, _ in found)
+
+
 def test_a_closed_reader_is_reused_and_closed_with_its_store(store, remember):
     remember("Something to read.", timestamp=DAY)
     reader = store.reader()
