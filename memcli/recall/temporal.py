@@ -156,13 +156,13 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
         # A node whose score rose again is expanded again: its neighbours are read once,
         # the round's new nodes' in one read.
         unread = [node for node in frontier if node not in read]
-        found = ctx.store.time_neighbours_of(
+        fresh = ctx.store.time_neighbours_of(
             unread,
             s.temporal_neighbours,
             _LINK_RULE.temporal_link_max_hours,
             _LINK_RULE.temporal_link_floor,
         )
-        read.update((node, found.get(node, [])) for node in unread)
+        read.update((node, fresh.get(node, [])) for node in unread)
         around = {node: read[node] for node in frontier}
         # The round's neighbours' times in one read (one probe each was most of the arm).
         unknown = {o for found in around.values() for o, _, _ in found if o not in spans}
