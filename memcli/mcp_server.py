@@ -12,7 +12,10 @@ json`, `mem retain --json`), built by the same functions in memcli/render.py.
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -445,32 +448,102 @@ def serve(service: MemoryService) -> None:
 
 
 async def _serve_stdio(server: Any) -> None:
-    """What `MCPServer.run("stdio")` does, but a line that is not a JSON-RPC message is
-    answered with a JSON-RPC error (id null: JSON-RPC 2.0, section 5.1). The SDK's stdio
-    reader hands such a line on as an exception, and its session only logs it, so a client
-    waiting for an answer to it would wait forever."""
+    """What `MCPServer.run("stdio")` does, but every line a client could be waiting on gets
+    an answer. The SDK's stdio reader hands a line that is not a JSON-RPC message on as an
+    exception, which its session only logs, and reads a request whose id is no MCP id (null,
+    a fraction, true, an object) as a notification, which gets no answer: either way a
+    client would wait forever. Such lines get a JSON-RPC error (id null: JSON-RPC 2.0,
+    section 5.1) instead."""
     import anyio
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
     lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async serves this one
-    async with stdio_server() as (wire_in, wire_out):
-        send, receive = anyio.create_memory_object_stream[SessionMessage](0)
+    # Errors for the requests screened out of stdin, unbounded: the reader never waits on
+    # the writer.
+    refused, refusals = anyio.create_memory_object_stream[SessionMessage](float("inf"))
+    with _claimed_stdin() as lines:
+        async with stdio_server(stdin=_screened(lines, refused)) as (wire_in, wire_out):
+            send, receive = anyio.create_memory_object_stream[SessionMessage](0)
 
-        async def screen() -> None:
-            async with send:
-                async for item in wire_in:
-                    if isinstance(item, Exception):
-                        error = _wire_error(item)
-                        if error is not None:
-                            await wire_out.send(SessionMessage(error))
-                    else:
-                        await send.send(item)
+            async def screen() -> None:
+                async with send:
+                    async for item in wire_in:
+                        if isinstance(item, Exception):
+                            error = _wire_error(item)
+                            if error is not None:
+                                await wire_out.send(SessionMessage(error))
+                        else:
+                            await send.send(item)
 
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(screen)
-            await lowlevel.run(receive, wire_out, lowlevel.create_initialization_options())
-            tasks.cancel_scope.cancel()
+            async def answer_refusals() -> None:
+                async with refusals:
+                    async for error in refusals:
+                        await wire_out.send(error)
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(screen)
+                tasks.start_soon(answer_refusals)
+                await lowlevel.run(receive, wire_out, lowlevel.create_initialization_options())
+                tasks.cancel_scope.cancel()
+
+
+@contextmanager
+def _claimed_stdin() -> Iterator[Any]:
+    """stdin's lines (an async file), read from a copy of file descriptor 0 while 0 itself
+    points at the null device, as the SDK's stdio_server does for the stdin it opens: a
+    tool's code or a child process then reads end-of-file, never a client's message. The
+    copy is not closed: a worker thread may still be blocked reading it at exit."""
+    import io
+    import os
+
+    import anyio
+
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    try:
+        raw = os.fdopen(wire, "rb", closefd=False)
+        yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8", errors="replace"))
+    finally:
+        os.dup2(wire, 0)
+
+
+async def _screened(lines: Any, refused: Any) -> AsyncIterator[str]:
+    """The lines for the SDK's reader, less the requests whose id is no MCP id (a string or
+    an integer): for each of those an Invalid Request error goes to `refused`."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    async with refused:
+        async for line in lines:
+            if _has_bad_id(line):
+                message = "Invalid request: the id must be a string or an integer"
+                error = types.JSONRPCError(
+                    jsonrpc="2.0",
+                    id=None,
+                    error=types.ErrorData(code=types.INVALID_REQUEST, message=message),
+                )
+                await refused.send(SessionMessage(error))
+                continue
+            yield line
+
+
+def _has_bad_id(line: str) -> bool:
+    """Whether a line is a JSON-RPC request (an object with a method) whose id is there but
+    neither a string nor an integer."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return False  # the SDK's reader answers with a parse error
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return False
+    request_id = message["id"]
+    # bool is an int to Python, but no JSON-RPC id.
+    return isinstance(request_id, bool) or not isinstance(request_id, (int, str))
 
 
 def _wire_error(exc: Exception) -> Any:

@@ -291,6 +291,13 @@ def test_protocol_errors_on_the_wire_and_the_server_keeps_serving(db_path):
         assert answer["error"]["code"] == -32600
         send({"jsonrpc": "1.0", "id": "nine", "method": "tools/list"})
         assert reply("nine")["error"]["code"] == -32600
+        # A request whose id is no MCP id (a string or an integer) is an invalid request,
+        # answered with id null: the SDK would read it as a notification and never answer.
+        for bad_id in (None, 1.5, True, {"a": 1}, [10]):
+            send({"jsonrpc": "2.0", "id": bad_id, "method": "tools/list"})
+            error = reply(None)["error"]
+            assert error["code"] == -32600
+            assert "id" in error["message"]
         call = {"name": "recall", "arguments": {"query": "x", "max_tokens": "lots"}}
         send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call})
         assert reply(4)["result"]["isError"] is True
