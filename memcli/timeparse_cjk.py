@@ -220,7 +220,10 @@ def scan_cjk_phrase(text: str, anchor: datetime) -> tuple[TimeSpan, tuple[int, i
     found: list[tuple[int, int, TimeSpan, int]] = []
     for priority, (kind, rx) in enumerate(_PATTERNS):
         for m in rx.finditer(text):
-            span = _span(kind, m, anchor)
+            try:
+                span = _span(kind, m, anchor)
+            except (ValueError, OverflowError):  # year 0 or 10000, a day past 9999-12-31
+                span = None  # off the calendar: no date, as in the English parser
             if span is not None:
                 found.append((m.start(), priority, span, m.end()))
                 break

@@ -331,3 +331,65 @@ def test_a_character_most_memories_contain_is_no_keyword_term(store, remember, e
     assert "的" not in kept and "猫" in kept and "我的" in kept and top == ZH[0]
     kept, _ = terms(keyword_cjk_char_min_count=1, keyword_cjk_char_max_share=1.0)
     assert "的" in kept
+
+
+@pytest.mark.parametrize(
+    "now", ["0001-01-01T00:00:00", "0001-01-03T12:00:00", "9999-12-31T23:00:00"]
+)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9999年12月31日",
+        "10000年1月1日",
+        "0000年1月1日",
+        "9999年12月",
+        "明年",
+        "去年",
+        "昨天",
+        "明天",
+        "上周",
+        "下周三",
+        "작년",
+        "昨日",
+        "3年前",
+        "3天后",
+        "下个月",
+        "12月31日",
+    ],
+)
+def test_cjk_dates_at_the_ends_of_the_calendar_are_no_dates_not_errors(text: str, now: str) -> None:
+    """A CJK date off the calendar (year 0 or 10000, a day past 9999-12-31) is no date, as
+    in the English parser: it raised OverflowError or ValueError from recall and retain."""
+    from datetime import datetime
+
+    from memcli.timeparse import extract_fact_time, parse_query_window
+
+    anchor = datetime.fromisoformat(now)
+    for span in (parse_query_window(text, anchor), extract_fact_time(text, anchor)):
+        assert span is None or span.start <= span.end
+
+
+def test_a_cjk_date_off_the_calendar_stores_the_whole_import(tmp_path: Path) -> None:
+    """Line 71 of an import named 9999-12-31: the import failed after its first 64 items
+    were committed. Now every item is stored, and a recall naming that day answers."""
+    lines = [json.dumps({"text": f"note number {i}"}) for i in range(70)]
+    lines.append(json.dumps({"text": "证件有效期至9999年12月31日。"}, ensure_ascii=False))
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db = tmp_path / "s.db"
+    runner = CliRunner()
+    out = runner.invoke(app, ["--db", str(db), "retain", "--jsonl", str(src)])
+    assert out.exit_code == 0, out.output
+    store = Store(db, create=False)
+    try:
+        assert store.fact_count() == 71
+    finally:
+        store.close()
+    for query, now in (
+        ("9999年12月31日", "2026-01-01"),
+        ("明年", "9999-12-31"),
+        ("去年", "0001-01-01"),
+    ):
+        out = runner.invoke(app, ["--db", str(db), "recall", query, "--now", now])
+        assert out.exit_code == 0, (query, out.output)
+        assert "Error" not in out.output and "unexpected" not in out.output
