@@ -102,16 +102,18 @@ def main_options(
 # retain
 
 
-def _read_text_file(path: Path) -> str:
+def _read_bytes(path: Path) -> tuple[bytes, str]:
+    """A file's bytes ('-': stdin's) and its name for messages."""
     if str(path) == "-":
-        data = sys.stdin.buffer.read()
-        name = "stdin"
-    else:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            fail(f"cannot read {path}: {exc.strerror}")
-        name = str(path)
+        return sys.stdin.buffer.read(), "stdin"
+    try:
+        return path.read_bytes(), str(path)
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror}")
+
+
+def _read_text_file(path: Path) -> str:
+    data, name = _read_bytes(path)
     try:
         # utf-8-sig: a byte order mark (Notepad writes one) is no part of the text.
         return data.decode("utf-8-sig")
@@ -175,7 +177,7 @@ def retain(
     ] = None,
 ) -> None:
     """Remember text: split it into facts, find entities and dates, link and embed them."""
-    from memcli.ingest import InputError, items_from_jsonl, items_from_text
+    from memcli.ingest import InputError, decode_lines, items_from_jsonl, items_from_text
     from memcli.retain import Retainer, RetainError
     from memcli.timeparse import parse_when
 
@@ -198,6 +200,11 @@ def retain(
         "fact_type": fact_type,
         "document_id": document,
     }
+    if text and "-" in text and text != ["-"]:
+        fail("'-' reads the text from stdin: give it alone, not with other words", 2)
+    from_stdin = (text == ["-"]) + sum(str(p) == "-" for p in file or []) + (str(jsonl) == "-")
+    if from_stdin > 1:
+        fail("stdin can be read once: give '-' to only one of TEXT, --file and --jsonl", 2)
     items = []
     invalid = 0
     try:
@@ -212,7 +219,7 @@ def retain(
         for body, origin in texts:
             items.append(items_from_text(body, origin, defaults))
         if jsonl is not None:
-            raw = _read_text_file(Path(jsonl))
+            raw = decode_lines(_read_bytes(Path(jsonl))[0])
             batch, invalid = items_from_jsonl(raw, defaults, skip_invalid=skip_invalid)
             items.extend(batch)
     except InputError as exc:

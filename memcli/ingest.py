@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -124,10 +125,28 @@ def jsonl_lines(raw: str) -> list[str]:
 
 
 def _json_line(line: str) -> Any:
+    bad = _BAD_BYTE.search(line)
+    if bad is not None:
+        byte = ord(bad.group()) - 0xDC00
+        raise ValueError(f"not UTF-8 text (byte 0x{byte:02X} at column {bad.start() + 1})")
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON ({exc.msg})") from exc
+    except RecursionError:
+        raise ValueError("not JSON this program can read: nested too deeply") from None
+
+
+# A byte that is not UTF-8, as decode_lines keeps it (errors="surrogateescape"). Valid UTF-8
+# never decodes to these code points, so one found in a line is that line's bad byte.
+_BAD_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def decode_lines(data: bytes) -> str:
+    """A JSONL file's bytes as text, a byte that is not UTF-8 kept for _json_line to report
+    with its line (and for --skip-invalid to skip), where decoding the whole file failed on
+    it. A byte order mark is no part of the text."""
+    return data.decode("utf-8-sig", errors="surrogateescape")
 
 
 def items_from_jsonl(

@@ -132,18 +132,27 @@ def check_string(value: str, what: str) -> None:
         raise RetainError(f"{what} contains a NUL character")
 
 
-def check_json_value(value: Any, what: str) -> None:
+# How deep metadata may nest: far more than any record needs, and far less than Python's
+# recursion limit, which the store's JSON writer reached at ~1,000 (after 64 items of an
+# import were stored).
+MAX_JSON_DEPTH = 64
+
+
+def check_json_value(value: Any, what: str, depth: int = 0) -> None:
     """Raise RetainError for a value that is not plain JSON: a bad string, a non-string
-    key, or a number JSON cannot write (NaN, Infinity, 1e400 read as infinity)."""
+    key, a number JSON cannot write (NaN, Infinity, 1e400 read as infinity), or nesting
+    deeper than MAX_JSON_DEPTH."""
+    if depth > MAX_JSON_DEPTH:
+        raise RetainError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
     if isinstance(value, str):
         check_string(value, what)
     elif isinstance(value, dict):
         for key, inner in value.items():
             check_string(str(key), f"{what} key")
-            check_json_value(inner, f"{what}.{key}")
+            check_json_value(inner, f"{what}.{key}", depth + 1)
     elif isinstance(value, list):
         for inner in value:
-            check_json_value(inner, what)
+            check_json_value(inner, what, depth + 1)
     elif isinstance(value, float) and not math.isfinite(value):
         raise RetainError(f"{what} holds {value}, a number JSON cannot hold")
     elif value is not None and not isinstance(value, (bool, int, float)):

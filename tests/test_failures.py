@@ -850,3 +850,56 @@ def test_a_time_question_at_the_ends_of_the_calendar_is_answered(db_path, query,
     r = mem(db_path, "recall", query, "--now", now, "--format", "json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["results"]
+
+
+def _deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize(
+    "line,needle",
+    [
+        (b'{"text": "bad \xff byte"}', "line 2: not UTF-8 text"),
+        (('{"text": "deep", "metadata": {"a": ' + _deep(200) + "}}").encode(), "line 2: metadata"),
+        (('{"text": "deeper", "metadata": {"a": ' + _deep(5000) + "}}").encode(), "line 2:"),
+    ],
+)
+def test_a_jsonl_line_that_cannot_be_read_names_its_line_and_can_be_skipped(
+    db_path, tmp_path, line, needle
+):
+    """A bad byte failed the whole file with a byte offset, and --skip-invalid did not skip
+    it; metadata nested ~1,000 deep passed the checks and raised RecursionError after 64
+    items were stored, and deeper still raised it while reading."""
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b'{"text": "first note"}\n' + line + b'\n{"text": "third note"}\n')
+    out = mem(db_path, "retain", "--jsonl", str(src))
+    assert out.exit_code != 0
+    assert needle in out.output and "unexpected" not in out.output, out.output
+    assert not db_path.exists() or Store(db_path, create=False).fact_count() == 0
+    out = mem(db_path, "retain", "--jsonl", str(src), "--skip-invalid", "--json")
+    assert out.exit_code == 0, out.output
+    store = Store(db_path, create=False)
+    try:
+        assert sorted(store.fact_texts(store.require_bank("default"))) == [
+            "first note",
+            "third note",
+        ]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["retain", "-", "extra"], "'-'"),
+        (["retain", "-", "--jsonl", "-"], "stdin"),
+        (["retain", "--file", "-", "--jsonl", "-"], "stdin"),
+    ],
+)
+def test_stdin_is_read_once_and_dash_stands_alone(db_path, args, needle):
+    """`retain - extra` stored "- extra" and ignored stdin; `retain - --jsonl -` stored the
+    JSON line as text and read nothing for --jsonl."""
+    out = mem(db_path, *args, input='{"text": "x"}\n')
+    assert out.exit_code == 2, out.output
+    assert needle in out.output
+    assert not db_path.exists()
