@@ -6,6 +6,7 @@ from datetime import date, datetime, timedelta
 
 from memcli import tokens
 from memcli.clock import utc_to_local
+from memcli.display import one_line
 from memcli.store import Fact
 
 
@@ -74,7 +75,9 @@ def memory_block(fact: Fact) -> str:
 def block_tail(context: str | None, text: str) -> str:
     """A memory block after its date: " who: text". Its token count is stored with the fact
     (facts.tail_tokens), counted when the fact is written."""
-    who = f"{context}: " if context else ""
+    # one_line: a context stored with line breaks (before retain made it one line) still
+    # prints as one label, never as the start of another block.
+    who = f"{one_line(context)}: " if context else ""
     return f" {who}{text}"
 
 
@@ -84,7 +87,7 @@ def block_tokens(fact: Fact) -> int:
     it (a run of punctuation stops at whitespace; the next piece starts at the space), so the
     block's count is the date's plus the tail's (tests/test_tokens.py checks it on real text)."""
     date = f"[{said_and_about(fact)}]"
-    if fact.tail_tokens is None:
+    if fact.tail_tokens is None or not _counted_as_printed(fact.context):
         return tokens.count_tokens(date + block_tail(fact.context, fact.text))
     return tokens.count_tokens_any_digits(date) + fact.tail_tokens
 
@@ -92,7 +95,15 @@ def block_tokens(fact: Fact) -> int:
 def block_tokens_at_least(fact: Fact, date_tokens: int) -> int:
     """A lower bound of block_tokens(fact) that formats no date: the stored tail's count and
     `date_tokens`, the fewest a block's bracketed date takes (budget.block_floor() - 1)."""
-    return date_tokens + (1 if fact.tail_tokens is None else fact.tail_tokens)
+    if fact.tail_tokens is None or not _counted_as_printed(fact.context):
+        return date_tokens + 1
+    return date_tokens + fact.tail_tokens
+
+
+def _counted_as_printed(context: str | None) -> bool:
+    """Whether a fact's stored tail count is of its tail as printed now: not for a context
+    stored with line breaks or runs of spaces (block_tail prints it as one line)."""
+    return context is None or context == one_line(context)
 
 
 def tail_tokens(context: str | None, text: str) -> int:

@@ -134,7 +134,7 @@ def to_markdown(result: RecallResult) -> str:
     items = []
     for c in result.results:
         f = c.fact
-        who = f"**{f.context}:** " if f.context else ""
+        who = f"**{one_line(f.context)}:** " if f.context else ""
         items.append(f"- *{said_and_about(f)}* {who}{f.text}")
     # Counted as printed: control characters show as escapes.
     while items and _tokens(terminal_safe("\n".join(head + items))) > result.max_tokens:

@@ -33,7 +33,7 @@ import numpy as np
 from memcli import blocks, tokens
 from memcli import entities as entity_mod
 from memcli.clock import utc_to_local, utcnow
-from memcli.display import has_visible_text
+from memcli.display import has_visible_text, one_line
 from memcli.settings import RetainSettings
 from memcli.split import split_text, starts_with_cause
 from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
@@ -173,8 +173,10 @@ def check_item(item: RetainItem) -> RetainItem:
             if not isinstance(value, str):
                 raise RetainError(f"{name} must be a string")
             check_string(value, name)
-    if item.context is not None and not has_visible_text(item.context):
-        item.context = None
+    if item.context is not None:
+        # A context is a one-line label (who said it): a line break in it would print as
+        # the start of another memory block, dated as the name liked.
+        item.context = one_line(item.context) if has_visible_text(item.context) else None
     if item.document_id is not None and not item.document_id.strip():
         raise RetainError("document_id is empty")
     if not isinstance(item.tags, list) or not all(isinstance(t, str) for t in item.tags):
