@@ -364,7 +364,17 @@ def retain_superseding(
             raise LifecycleError(
                 f"nothing new was stored (identical to a stored fact); fact {old.id} left as it was"
             )
-        store.close_fact(old.id, recorded, new_ids[0])
+        if not store.close_fact(old.id, recorded, new_ids[0]):
+            # Another process corrected or forgot it since it was read: what was stored
+            # here is rolled back with this error.
+            now = store.facts_by_id([old.id]).get(old.id)
+            if now is None:
+                raise LifecycleError(f"fact {old.id} was forgotten meanwhile; nothing stored")
+            by = f" by fact {now.superseded_by}" if now.superseded_by else ""
+            raise LifecycleError(
+                f"fact {old.id} was corrected meanwhile{by}: correct the current version "
+                "instead; nothing stored"
+            )
     return summary, new_ids
 
 

@@ -211,12 +211,16 @@ class LifecycleMixin:
 
     # -- correct / forget -----------------------------------------------------------------
 
-    def close_fact(self, fact_id: int, invalid_at: datetime, superseded_by: int) -> None:
-        """End a fact's validity (it stays stored and visible to --as-of). Inside atomic()."""
+    def close_fact(self, fact_id: int, invalid_at: datetime, superseded_by: int) -> bool:
+        """End a fact's validity (it stays stored and visible to --as-of), if it is still
+        valid; whether it was. Inside atomic(): the check and the change are one statement
+        under the write lock, so of two corrections of one fact at once only one closes it."""
         self.conn.execute(
-            "UPDATE facts SET invalid_at = ?, superseded_by = ? WHERE id = ?",
+            "UPDATE facts SET invalid_at = ?, superseded_by = ? WHERE id = ? "
+            "AND invalid_at IS NULL AND superseded_by IS NULL",
             (iso(invalid_at), superseded_by, fact_id),
         )
+        return self.conn.changes() == 1
 
     def _closed_by_forgotten(
         self, fact_ids: Sequence[int], replacements: Mapping[int, int] | None = None
