@@ -493,3 +493,52 @@ def test_retain_json_reports_possible_supersessions_without_acting(tmp_path: Pat
     assert other_speaker["possibly_supersedes"] == []
     # A hint only: the old fact is still valid.
     assert old in ids_listed(db)
+
+
+@pytest.mark.parametrize("meanwhile", ["corrected", "forgotten"])
+def test_a_correction_of_a_fact_changed_since_it_was_read_stores_nothing(
+    db_path: Path, embedder, meanwhile: str
+):
+    """Two `mem correct` of one fact at once both succeeded (two current versions), and a
+    correct racing a forget closed its own new fact, which took the forgotten id: a memory
+    no list or recall showed. The fact is checked again where it is closed, in the same
+    transaction as the new version."""
+    from memcli.retain import Retainer, RetainItem
+
+    store = Store(db_path)
+    try:
+        Retainer(store, "default", embedder).retain([RetainItem(text="Maya lives in Porto.")])
+        (first,) = store.fact_ids_of_bank(store.require_bank("default"))
+        stale = lifecycle.current_fact(store, "default", first)  # read by this correction
+        if meanwhile == "corrected":  # another process corrects it first
+            other = lifecycle.correction_item(store, stale, "Maya lives in Lagos.")
+            lifecycle.retain_superseding(
+                store, stale, Retainer(store, "default", embedder), [other]
+            )
+        else:  # another process forgets it first
+            lifecycle.forget(store, lifecycle.plan_forget(store, "default", _ids_selection(first)))
+        before = sorted(store.fact_ids_of_bank(store.require_bank("default")))
+        item = lifecycle.correction_item(store, stale, "Maya lives in Faro.")
+        with pytest.raises(lifecycle.LifecycleError, match=f"fact {first}"):
+            lifecycle.retain_superseding(store, stale, Retainer(store, "default", embedder), [item])
+        assert sorted(store.fact_ids_of_bank(store.require_bank("default"))) == before
+    finally:
+        store.close()
+
+
+def _ids_selection(*ids: int):
+    return lifecycle.Selection(ids=list(ids))
+
+
+def test_a_forgotten_id_is_never_given_to_a_new_memory(db: Path):
+    """Ids were reused once the newest fact was forgotten: an agent holding the id from an
+    earlier recall would then forget or correct another memory."""
+    for text in ("Old phone number is 555-1234.", "Maya's birthday is June 3."):
+        ok(mem(db, "retain", text))
+    newest = max(ids_listed(db))
+    ok(mem(db, "forget", str(newest), "--yes"))
+    ok(mem(db, "retain", "Bank PIN hint: favourite cat."))
+    assert max(ids_listed(db)) == newest + 1
+    ok(mem(db, "forget", *map(str, ids_listed(db)), "--yes"))
+    ok(mem(db, "retain", "A fresh start."))
+    assert ids_listed(db) == [newest + 2]

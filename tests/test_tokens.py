@@ -185,7 +185,7 @@ def test_retained_and_imported_facts_carry_their_tail_count(store, remember, tmp
 
 def schema_5_copy(src: Path, dst: Path) -> None:
     """The file as schema 5 left it: no tail_tokens column (6), no facts_occurred_end
-    index (7), user_version 5."""
+    index (7), no fact id high-water mark (8), user_version 5."""
     import apsw
 
     conn = apsw.Connection(str(src))
@@ -195,6 +195,7 @@ def schema_5_copy(src: Path, dst: Path) -> None:
     conn = apsw.Connection(str(dst))
     conn.execute(
         "ALTER TABLE facts DROP COLUMN tail_tokens; DROP INDEX facts_occurred_end; "
+        "DROP TRIGGER facts_id_high; DELETE FROM meta WHERE key = 'fact_id_high'; "
         "PRAGMA user_version = 5"
     )
     conn.close()

@@ -24,6 +24,13 @@ CONTEXTS_AMONG_SQL = (
     "FROM json_each(?) AS j WHERE found IS NOT NULL"
 )
 
+# A new fact's id: past every id in use and every id ever forgotten (schema 8: meta
+# fact_id_high), so no id ever names two memories.
+NEXT_FACT_ID = (
+    "(SELECT max(coalesce((SELECT max(id) FROM facts), 0), coalesce((SELECT CAST(value AS "
+    "INTEGER) FROM meta WHERE key = 'fact_id_high'), 0)) + 1)"
+)
+
 _FACT_COLUMNS = (
     "f.id, f.text, f.context, f.fact_type, f.mentioned_at, f.occurred_start, f.occurred_end, "
     "f.tags, f.metadata, f.proof_count, f.source_id, d.external_id, f.chunk_id, "
@@ -95,10 +102,10 @@ class FactsMixin:
     ) -> int:
         event_time = occurred_start or mentioned_at
         self.conn.execute(
-            "INSERT INTO facts(bank_id, text, context, fact_type, mentioned_at, occurred_start, "
-            "occurred_end, event_time, tags, metadata, source_id, document_id, chunk_id, "
-            "content_hash, created_at, valid_from, tail_tokens) "
-            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO facts(id, bank_id, text, context, fact_type, mentioned_at, "
+            "occurred_start, occurred_end, event_time, tags, metadata, source_id, document_id, "
+            f"chunk_id, content_hash, created_at, valid_from, tail_tokens) VALUES({NEXT_FACT_ID}, "
+            "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 bank_id,
                 text,

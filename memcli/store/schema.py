@@ -255,5 +255,20 @@ V7 = """
         WHERE occurred_end IS NOT NULL;
 """
 
-MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4, V5, _v6, V7]
+# 8: a fact id is never given twice. SQLite's own rowid is the largest in use plus one, so
+# forgetting the newest fact handed its id to the next memory, and an agent holding it from
+# an earlier recall would forget or correct another one. The largest id ever forgotten is
+# kept (meta fact_id_high); a new fact takes the next id past it and past every id in use
+# (insert_fact). Ids forgotten before this upgrade are not known.
+V8 = """
+    INSERT OR REPLACE INTO meta(key, value)
+        SELECT 'fact_id_high', CAST(coalesce(max(id), 0) AS TEXT) FROM facts;
+    CREATE TRIGGER facts_id_high AFTER DELETE ON facts
+    WHEN OLD.id > CAST((SELECT value FROM meta WHERE key = 'fact_id_high') AS INTEGER)
+    BEGIN
+        UPDATE meta SET value = CAST(OLD.id AS TEXT) WHERE key = 'fact_id_high';
+    END;
+"""
+
+MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4, V5, _v6, V7, V8]
 SCHEMA_VERSION = len(MIGRATIONS)
