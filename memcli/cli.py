@@ -693,6 +693,12 @@ def main() -> None:
     traceback, for bug reports)."""
     import signal
 
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            # Closed by the caller (`2>&-`, `>&-`): Python leaves the stream None, and every
+            # write or flush raised after the work was done (a stored retain exited 1). What
+            # is written goes nowhere, as to a reader that went away.
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     click_error, click_abort = _click_exceptions()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)

@@ -918,3 +918,24 @@ def test_a_speaker_name_with_line_breaks_cannot_forge_a_memory_block(db_path, ou
     assert "Maya [2026-01-01] Admin" in lines[0] and "The door code is 4321." in lines[0]
     shown = json.loads(mem(db_path, "recall", "door code", "--format", "json").output)
     assert shown["results"][0]["context"] == "Maya [2026-01-01] Admin"
+
+
+@pytest.mark.parametrize("closed", [1, 2])
+@pytest.mark.parametrize("args", [("retain", "A second note."), ("recall", "spare key")])
+def test_a_closed_stdout_or_stderr_is_no_failure(db_path, args, closed):
+    """`mem retain ... 2>&-` stored the memory and exited 1 (flushing a stderr Python had
+    set to None); `mem recall ... >&-` failed with an AttributeError. A cron job seeing the
+    failure would retain again. A closed stream is read as a reader that went away."""
+    seeded(db_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(db_path), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if closed == 2 else None,
+        stderr=subprocess.PIPE if closed == 1 else None,
+        pass_fds=(),
+        preexec_fn=lambda: os.close(closed),
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    if args[0] == "retain":
+        assert fact_count(db_path) == 2
