@@ -49,6 +49,18 @@ def _positive_int(raw: Any) -> int:
     return value
 
 
+# llama.cpp's own limit (GGML_MAX_N_THREADS); beyond it, or where the system cannot start
+# that many, it crashed the process (a segmentation fault at 65,535, printing nothing).
+MAX_THREADS = 512
+
+
+def _thread_count(raw: Any) -> int:
+    value = _positive_int(raw)
+    if value > MAX_THREADS:
+        raise ConfigError(f"{raw!r} is more threads than llama.cpp runs (at most {MAX_THREADS})")
+    return value
+
+
 def _text(raw: Any) -> str:
     value = str(raw).strip()
     if not value:
@@ -95,7 +107,7 @@ KEYS: dict[str, Key] = {
         Key("format", _choice("text", "json", "md"), "text", "recall's output format"),
         Key("embedder", _model, None, "embedding model GGUF (default: the bundled MiniLM)"),
         Key("reranker", _path, None, "cross-encoder GGUF (RANK pooling); default none"),
-        Key("threads", _positive_int, 1, "llama.cpp threads"),
+        Key("threads", _thread_count, 1, "llama.cpp threads"),
     )
 }
 

@@ -939,3 +939,26 @@ def test_a_closed_stdout_or_stderr_is_no_failure(db_path, args, closed):
     assert done.returncode == 0, (done.stdout, done.stderr)
     if args[0] == "retain":
         assert fact_count(db_path) == 2
+
+
+@pytest.mark.parametrize("how", ["env", "config"])
+def test_a_thread_count_llama_cpp_cannot_start_is_a_setting_error(db_path, tmp_path, how):
+    """threads = 100000 (or MEM_THREADS=65535) was accepted, and every command that loaded a
+    model died of a segmentation fault with nothing printed."""
+    seeded(db_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("MEM_THREADS", "MEM_CONFIG")}
+    if how == "env":
+        env["MEM_THREADS"] = "65535"
+    else:
+        (tmp_path / "config.toml").write_text("threads = 100000\n")
+        env["MEM_CONFIG"] = str(tmp_path / "config.toml")
+    done = subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(db_path), "recall", "spare key"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode in (1, 2), done
+    err = done.stderr.strip()
+    assert err.startswith("mem: error: ") and "\n" not in err and "threads" in err, err

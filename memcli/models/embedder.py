@@ -62,6 +62,7 @@ def cpu_has_amx() -> bool:
 # One thread decodes as fast as two for MiniLM-sized models (measured on 2 cores), and it
 # leaves the other core to the keyword arm; llama.cpp's spinning threads also slow down sharply
 # when the machine is busy. MEM_THREADS overrides.
+# (The CLI and the llm plugin check it against config.MAX_THREADS first.)
 N_THREADS = max(1, int(os.environ.get("MEM_THREADS", "1") or 1))
 
 
