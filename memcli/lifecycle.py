@@ -282,8 +282,26 @@ def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[i
     return [c.fact_id for c in result.results]
 
 
+# What a forget reports it removed (forget's counts), in this order.
+FORGET_COUNTS = ("facts", "links", "entities", "chunks", "documents", "reopened")
+
+
+def forget_report(plan: ForgetPlan, dry_run: bool, counts: dict[str, int] | None) -> dict:
+    """A forget's JSON (CLI and MCP): the plan for a dry run, else what was forgotten and
+    the counts, zeros when nothing matched (one shape whether or not anything did)."""
+    if dry_run:
+        return {
+            "dry_run": True,
+            "would_forget": plan.fact_ids,
+            "would_reopen": plan.reopens,
+            "facts": [fact_json(f) for f in plan.preview],
+        }
+    return {"forgotten": plan.fact_ids, "counts": counts or dict.fromkeys(FORGET_COUNTS, 0)}
+
+
 def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
-    """Remove the planned facts everywhere, in one transaction; returns counts."""
+    """Remove the planned facts everywhere, in one transaction; returns counts (the keys of
+    FORGET_COUNTS)."""
     with store.atomic():
         # Facts picked at plan time that are gone now (another process) are simply skipped.
         reopened = store.reopen_superseded(plan.fact_ids)

@@ -204,14 +204,9 @@ class MemoryService:
                 store, bank, _selection(selection), embedder=lambda: self.embedder(bank)
             )
             if dry_run or not plan.fact_ids:
-                return {
-                    "dry_run": dry_run,
-                    "would_forget": plan.fact_ids,
-                    "would_reopen": plan.reopens,
-                    "facts": [lifecycle.fact_json(f) for f in plan.preview],
-                }
+                return lifecycle.forget_report(plan, dry_run, None)
             counts = lifecycle.forget(store, plan)
-        return {"forgotten": plan.fact_ids, "counts": counts}
+        return lifecycle.forget_report(plan, False, counts)
 
 
 def _selection(fields: dict[str, Any]) -> Any:

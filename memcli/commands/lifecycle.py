@@ -354,11 +354,17 @@ def forget(
                 embedder=lambda: load_bank_embedder_or_fail(store, state.bank),
             )
             n = len(plan.fact_ids)
-            if dry_run or n == 0:
+            if n == 0 and not dry_run and output is not Format.text:
+                typer.echo(_dumps(lifecycle.forget_report(plan, False, None)))
+            elif dry_run or n == 0:
                 _print_plan(plan, output, dry_run)
-                if n == 0:
-                    info("no fact matches; nothing forgotten")
+            if n == 0:
+                info("no fact matches; nothing forgotten")
+            if dry_run or n == 0:
                 return
+            if not yes and sys.stdin.isatty():
+                # What a yes would forget, before the question (on stderr, with it).
+                _print_plan(plan, Format.text, dry_run=False, to_stderr=True)
             _confirm(
                 f"Forget {n} facts from bank {state.bank!r}? This cannot be undone.",
                 yes,
@@ -377,27 +383,18 @@ def forget(
         typer.echo(_dumps({"forgotten": plan.fact_ids, "counts": counts}))
 
 
-def _print_plan(plan: Any, output: Format, dry_run: bool) -> None:
+def _print_plan(plan: Any, output: Format, dry_run: bool, to_stderr: bool = False) -> None:
     from memcli import lifecycle
 
     if output is not Format.text:
-        typer.echo(
-            _dumps(
-                {
-                    "dry_run": dry_run,
-                    "would_forget": plan.fact_ids,
-                    "would_reopen": plan.reopens,
-                    "facts": [lifecycle.fact_json(f) for f in plan.preview],
-                }
-            )
-        )
+        typer.echo(_dumps(lifecycle.forget_report(plan, True, None)))
         return
     for f in plan.preview:
-        typer.echo(_fact_line(f))
+        typer.echo(_fact_line(f), err=to_stderr)
     more = len(plan.fact_ids) - len(plan.preview)
     if more > 0:
-        typer.echo(f"... and {more} more")
-    if plan.fact_ids:
+        typer.echo(f"... and {more} more", err=to_stderr)
+    if plan.fact_ids and dry_run:
         reopen = f"; {plan.reopens} corrected facts would be valid again" if plan.reopens else ""
         info(f"dry run: would forget {len(plan.fact_ids)} facts{reopen}")
 
