@@ -250,6 +250,7 @@ def retain(
                 summary = retainer.retain(items, advance)
             else:
                 old = lifecycle.current_fact(store, state.bank, supersedes)
+                items = lifecycle.as_corrections(store, old, items)
                 summary, _ = lifecycle.retain_superseding(store, old, retainer, items, advance)
         if as_json:
             lifecycle.note_possible_supersessions(store, state.bank, summary.stored)

@@ -323,17 +323,25 @@ def correction_item(store: Store, old: Fact, text: str, context: str | None = No
     otherwise drift)."""
     from memcli.retain import RetainItem
 
+    (item,) = as_corrections(store, old, [RetainItem(text=text, context=context)])
+    return item
+
+
+def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
+    """Items of `mem retain --supersedes` as correction_item makes `mem correct`'s: what an
+    item does not say (speaker, tags, type, source, metadata) is the old fact's, and its
+    relative dates are read as of the chain's first version. Changed in place."""
     earlier = _earlier_versions(store, old.id)
     first = store.facts_by_id(earlier[:1]).get(earlier[0], old) if earlier else old
-    return RetainItem(
-        text=text,
-        source_id=old.source_id,
-        context=context if context is not None else old.context,
-        tags=list(old.tags),
-        fact_type=old.fact_type,
-        metadata=dict(old.metadata),
-        dates_from=first.mentioned_at,
-    )
+    for item in items:
+        item.source_id = item.source_id if item.source_id is not None else old.source_id
+        item.context = item.context if item.context is not None else old.context
+        item.tags = list(item.tags) or list(old.tags)
+        item.fact_type = item.fact_type or old.fact_type
+        item.metadata = dict(item.metadata) or dict(old.metadata)
+        if item.dates_from is None:
+            item.dates_from = first.mentioned_at
+    return items
 
 
 def current_fact(store: Store, bank: str, fact_id: int) -> Fact:

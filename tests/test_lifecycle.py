@@ -596,3 +596,28 @@ def test_forget_answers_in_one_json_shape_when_nothing_matches(db: Path):
     assert all(n == 0 for n in found["counts"].values())
     shape = json.loads(ok(mem(db, "forget", "--tag", "pets", "--yes", "--format", "json")))
     assert set(found) == set(shape) and set(found["counts"]) == set(shape["counts"])
+
+
+def test_retain_supersedes_keeps_the_old_facts_speaker_tags_and_type_as_correct_does(
+    tmp_path: Path,
+):
+    """The README gives `mem retain --supersedes 12 "..."` as the same as `mem correct 12
+    "..."`, but the new fact lost the speaker, tags and type: tag-filtered recall then lost
+    Omar's home altogether."""
+    results = {}
+    for how in ("correct", "retain"):
+        db = tmp_path / f"{how}.db"
+        ok(mem(db, "retain", "Omar lives in Oslo.", "--context", "Omar", "--tag", "home",
+               "--type", "experience"))  # fmt: skip
+        if how == "correct":
+            ok(mem(db, "correct", "1", "Omar moved to Bergen."))
+        else:
+            ok(mem(db, "retain", "Omar moved to Bergen.", "--supersedes", "1"))
+        (new,) = [
+            json.loads(line)
+            for line in ok(mem(db, "list", "--format", "jsonl", "--tag", "home")).splitlines()
+        ]
+        results[how] = (new["text"], new["context"], new["tags"], new["type"])
+    assert results["retain"] == results["correct"] == (
+        "Omar moved to Bergen.", "Omar", ["home"], "experience"
+    )  # fmt: skip
