@@ -1117,17 +1117,33 @@ def _parse_iso(text: str) -> datetime | None:
         int(g["y"]), int(g["mo"]), int(g["d"] or 1),
         int(g["h"] or 0), int(g["mi"] or 0), int(g["s"] or 0), int(frac),
     )  # fmt: skip
+    if g["h"] is None and not g["tz"]:
+        return _local_day_start(when)
     return when - _tz_offset(g["tz"])
 
 
+def _local_day_start(day: datetime) -> datetime:
+    """A date without a time of day ("2026-03-10", "2026-03", "2026") as the start of that
+    day on the user's calendar, in UTC: a date names a day, as "March 10 2026" does (read
+    as UTC midnight it was the evening before west of UTC). A time of day without an offset
+    stays UTC (a machine's timestamp). At the first day of the calendar, as it is."""
+    from memcli.clock import local_to_utc
+
+    try:
+        return local_to_utc(day)
+    except OverflowError:
+        return day
+
+
 def _parse_formats(text: str) -> datetime | None:
-    """Fixed formats, no dateparser: numbers and ISO 8601, always UTC unless they say."""
+    """Fixed formats, no dateparser: numbers and ISO 8601, UTC unless they say; a date
+    without a time is a day of the user's calendar (_local_day_start)."""
     if _NUMBER_RX.fullmatch(text):
         digits = text.lstrip("+-").split(".")[0]
         if len(digits) == 4:  # a bare year
-            return datetime(int(digits), 1, 1)
+            return _local_day_start(datetime(int(digits), 1, 1))
         if len(digits) == 8 and "." not in text:  # 20230507
-            return datetime(int(text[:4]), int(text[4:6]), int(text[6:8]))
+            return _local_day_start(datetime(int(text[:4]), int(text[4:6]), int(text[6:8])))
         value = float(text)
         if abs(value) >= 1e11:  # epoch milliseconds (JavaScript's Date.now())
             value /= 1000.0
@@ -1148,7 +1164,8 @@ def _dateparser() -> Any:
 def parse_when(text: str, now: datetime | None = None) -> datetime:
     """Read one instant given by a user option or an input file, as naive UTC.
 
-    Accepts ISO 8601 dates and datetimes (naive ones are UTC; ``Z`` or offsets are converted),
+    Accepts ISO 8601 dates and datetimes (naive datetimes are UTC; ``Z`` or offsets are
+    converted; a date alone is that day on the user's calendar),
     epoch seconds (milliseconds when the number is that large), a bare year, and anything
     dateparser reads ("yesterday", "3 days ago", "last friday 5pm", "8 May 2023 1:56 pm"),
     which is in the user's local time zone (``$TZ``) and relative to ``now`` (default: the

@@ -962,3 +962,32 @@ def test_a_thread_count_llama_cpp_cannot_start_is_a_setting_error(db_path, tmp_p
     assert done.returncode in (1, 2), done
     err = done.stderr.strip()
     assert err.startswith("mem: error: ") and "\n" not in err and "threads" in err, err
+
+
+@pytest.mark.parametrize("zone", ["America/Los_Angeles", "Asia/Tokyo", "UTC"])
+def test_a_date_without_a_time_is_that_day_on_the_users_calendar(
+    db_path, tmp_path, monkeypatch, zone
+):
+    """--at 2026-03-10 was midnight UTC: west of UTC it showed as 2026-03-09, while --at
+    "March 10 2026" showed 2026-03-10, and "what did I do on March 10?" found only the
+    second. A date alone names a day of the user's calendar, as a phrase does; a time of
+    day without an offset is still UTC (machine timestamps)."""
+    monkeypatch.setenv("TZ", zone)
+    for text, at in (("Dentist appointment went well.", "2026-03-10"),
+                     ("Haircut appointment went well.", "March 10 2026")):  # fmt: skip
+        assert mem(db_path, "retain", text, "--at", at).exit_code == 0
+    rows = write_jsonl(
+        tmp_path / "t.jsonl", [{"text": "Bought tulips.", "timestamp": "2026-03-10"}]
+    )
+    assert mem(db_path, "retain", "--jsonl", str(rows)).exit_code == 0
+    listed = mem(db_path, "list").output
+    assert listed.count("[2026-03-10]") == 3, listed
+    answer = mem(db_path, "recall", "what did I do on March 10?", "--now", "2026-03-12T12:00",
+                 "--format", "json")  # fmt: skip
+    texts = {r["text"] for r in json.loads(answer.output)["results"]}
+    assert {"Dentist appointment went well.", "Haircut appointment went well."} <= texts
+    since = mem(db_path, "list", "--since", "2026-03-10", "--format", "jsonl").output
+    assert len(since.splitlines()) == 3
+    before = mem(db_path, "list", "--until", "2026-03-10", "--format", "jsonl").output
+    assert before.strip() == ""
+    assert mem(db_path, "retain", "At the start of time.", "--at", "0001-01-01").exit_code == 0

@@ -75,26 +75,28 @@ def test_aware_datetimes_become_naive_utc():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        # ISO 8601, offsets converted to UTC
-        ("2023-05-07", datetime(2023, 5, 7)),
+        # ISO 8601, offsets converted to UTC; a date alone is that day in Tokyo (UTC+9)
+        ("2023-05-07", datetime(2023, 5, 6, 15)),
         ("2023-05-07T16:07", datetime(2023, 5, 7, 16, 7)),
         ("2023-05-07 16:07:30", datetime(2023, 5, 7, 16, 7, 30)),
         ("2023-05-07T16:07:00Z", datetime(2023, 5, 7, 16, 7)),
         ("2023-05-07T16:07:00+02:00", datetime(2023, 5, 7, 14, 7)),
         ("2023-05-07T16:07:00-0530", datetime(2023, 5, 7, 21, 37)),
         ("2023-05-07T16:07:00.250Z", datetime(2023, 5, 7, 16, 7, 0, 250000)),
-        ("  2023-05-07  ", datetime(2023, 5, 7)),
+        ("  2023-05-07  ", datetime(2023, 5, 6, 15)),
         # epoch seconds (and milliseconds when the number is that large)
         ("1683475620", datetime(2023, 5, 7, 16, 7)),
         ("1683475620.5", datetime(2023, 5, 7, 16, 7, 0, 500000)),
         ("1683475620123", datetime(2023, 5, 7, 16, 7, 0, 123000)),
         ("0", datetime(1970, 1, 1)),
-        # a bare year
-        ("2023", datetime(2023, 1, 1)),
+        # a bare year: its first day in Tokyo
+        ("2023", datetime(2022, 12, 31, 15)),
     ],
 )
 def test_parse_when_fixed_formats(text, expected, monkeypatch):
-    monkeypatch.setenv("TZ", "Asia/Tokyo")  # machine formats are UTC wherever the user is
+    # Times of day without an offset (machine timestamps) are UTC wherever the user is; a
+    # date alone names a day of the user's calendar.
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
     assert parse_when(text) == expected
 
 
