@@ -298,6 +298,8 @@ class Retainer:
         # to them.
         self._replaced_fact_ids: set[int] = set()
         self._entity_cache: dict[str, int] = {}
+        # The file's data version when those ids were last known good (_drop_stale_ids).
+        self._data_version: int | None = None
         # The last fact stored by this retain call: a next item that opens with "Because ..."
         # or "So ..." (a dialog reply) is causally linked to it.
         self._last_fact_id: int | None = None
@@ -350,6 +352,7 @@ class Retainer:
         self._embed(pending)
         try:
             with self.store.atomic():
+                self._drop_stale_ids()
                 bank_id = self.store.ensure_bank(self.bank, self.now)
                 if pending:
                     self.store.ensure_vectors(
@@ -581,6 +584,19 @@ class Retainer:
             for fact_id, found in zip(ids, nearest)
             for other, sim in found
         ]
+
+    def _drop_stale_ids(self) -> None:
+        """Forget the ids kept from earlier batches (entities, the last fact) when another
+        process has committed since: a forget or a bank's deletion may have removed them,
+        and the next batch failed on them with "FOREIGN KEY constraint failed". Called with
+        the write lock held, so nothing changes again before the batch commits."""
+        version = self.store.data_version()
+        if version == self._data_version:
+            return
+        self._data_version = version
+        self._entity_cache.clear()
+        if self._last_fact_id is not None and not self.store.facts_by_id([self._last_fact_id]):
+            self._last_fact_id = None
 
     def _link_entities(self, bank_id: int, fact_id: int, names: list[str], seen: datetime) -> int:
         """Resolve each name to an entity of the bank (fuzzy, see entities.py) and tie it to

@@ -621,3 +621,24 @@ def test_retain_supersedes_keeps_the_old_facts_speaker_tags_and_type_as_correct_
     assert results["retain"] == results["correct"] == (
         "Omar moved to Bergen.", "Omar", ["home"], "experience"
     )  # fmt: skip
+
+
+def test_a_forget_by_another_process_between_two_batches_of_a_retain(db_path: Path, embedder):
+    """An import whose next batch named an entity that a forget in another process had just
+    removed (its last fact forgotten) failed with "FOREIGN KEY constraint failed": the
+    retain had kept the entity's id from its earlier batch."""
+    from memcli.retain import Retainer, RetainItem
+
+    writer = Store(db_path)
+    other = Store(db_path)
+    try:
+        retainer = Retainer(writer, "default", embedder)
+        retainer.retain_batch([RetainItem(text="Ana visited Zanzibar on her first trip.")])
+        ids = other.fact_ids_of_bank(other.require_bank("default"))
+        lifecycle.forget(other, lifecycle.plan_forget(other, "default", _ids_selection(*ids)))
+        retainer.retain_batch([RetainItem(text="Ana flew back to Zanzibar in June.")])
+        facts = writer.facts_by_id(writer.fact_ids_of_bank(writer.require_bank("default")))
+        assert [sorted(f.entities) for f in facts.values()] == [["Ana", "Zanzibar"]]
+    finally:
+        writer.close()
+        other.close()
