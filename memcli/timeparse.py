@@ -358,6 +358,10 @@ _KINDS = (
 )  # fmt: skip
 
 _YEAR_TAIL_RX = re.compile(rf"({_YEAR})\s*$")
+# Right after a date, a four-digit number that is no year we read (outside 1900..2100, so the
+# candidate did not take it): "March 3, 1850", "1 June 2101". Its day is not given the year
+# nearest to when it was said; it is no date.
+_YEAR_OFF_RANGE = re.compile(r",?\s+(?!19\d\d|20\d\d|2100)\d{4}(?![\w'’%]|[-/.:,]?\d)")
 _RANGE_ITEM_RX = re.compile(
     rf"(?:the\s+)?(?:(?P<d1>{_DAYNUM})\s+(?:of\s+)?(?P<m1>{_MONTH})(?:,?\s+(?P<y1>{_YEAR}))?"
     rf"|(?P<m2>{_MONTH})(?:\s+(?P<d2>{_DAYNUM}))?(?:,?\s+(?P<y2>{_YEAR}))?|(?P<y3>{_YEAR}))",
@@ -999,6 +1003,8 @@ def _scan_phrase(
                     hit = None  # "every Saturday", "on a Sunday": a habit, not a date
                 elif before in _OPEN_WORDS:
                     hit = scan._open(hit.span, before)  # "since last May", "until next week"
+            if hit is not None and _YEAR_OFF_RANGE.match(text, m.end()):
+                hit = None  # "March 3, 1850": its year is one we do not read; no other year
             if hit is None:
                 continue  # rejected: an overlapping candidate may start at a later word
             consumed = m.end()
@@ -1161,6 +1167,12 @@ def _dateparser() -> Any:
     return dateparser
 
 
+# An ISO date and "noon" or "midnight": local time of that day.
+_DAY_AND_HOUR_WORD = re.compile(
+    r"(?P<day>\d{4}-\d{2}-\d{2})\s+(?:at\s+)?(?P<word>noon|midnight)", re.I
+)
+
+
 def parse_when(text: str, now: datetime | None = None) -> datetime:
     """Read one instant given by a user option or an input file, as naive UTC.
 
@@ -1189,6 +1201,15 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
         pass
     if not _DATE_WORDS.search(text):
         raise error  # "we", "sun", "xyz": dateparser would turn some of these into weekdays
+    named = _DAY_AND_HOUR_WORD.fullmatch(text)
+    if named:  # dateparser gave "2026-03-12 noon" the current day of the month
+        from memcli.clock import local_to_utc
+
+        try:
+            day = datetime.fromisoformat(named["day"])
+            return local_to_utc(day.replace(hour=12 if named["word"].lower() == "noon" else 0))
+        except (ValueError, OverflowError):
+            raise error from None
     # Natural language is the user's own clock: "yesterday 5pm" is 17:00 local time, stored
     # as UTC. dateparser gets the local wall-clock now and returns local wall-clock time
     # (or an aware value when the text names a zone: "5pm EST").

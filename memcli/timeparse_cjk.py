@@ -113,8 +113,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "ago",
         re.compile(
-            rf"{_NUM}\s*(天|日|个?星期|個?星期|周|週間?|个月|個月|ヶ月|か月|カ月|年)\s*前"
-            r"|(\d{1,3})\s*(일|주|개월|달|년)\s*전"
+            # (?<!\d): "99999年前" is no "999年前" (years ago past the calendar: no date)
+            rf"(?<!\d){_NUM}\s*(天|日|个?星期|個?星期|周|週間?|个月|個月|ヶ月|か月|カ月|年)\s*前"
+            r"|(?<!\d)(\d{1,3})\s*(일|주|개월|달|년)\s*전"
         ),
     ),
 ]

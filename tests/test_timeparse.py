@@ -473,3 +473,28 @@ def test_yearless_dates_are_nearest_to_when_they_were_said(text, said, start, en
 def test_a_season_without_a_year_is_the_one_nearest_to_when_it_was_said(text, start):
     span = extract_fact_time(text, datetime(2026, 11, 5, 8))
     assert span is not None and span.start == datetime.fromisoformat(start)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The treaty was signed on March 3, 1850.",
+        "The lease ends on 1 June 2101.",
+        "It opened on the 4th of July 1776 in Philadelphia.",
+        "99999年前的事情。",
+    ],
+)
+def test_a_date_with_a_year_off_the_range_is_no_date_not_another_year(text):
+    """ "March 3, 1850" was stored as 2023-03-03: the year, outside 1900..2100, was dropped
+    and the day given the year nearest to when it was said. A date mem cannot read is no
+    date; a wrong one is worse."""
+    from memcli.timeparse import extract_fact_time
+
+    assert extract_fact_time(text, datetime(2024, 2, 29, 12)) is None
+
+
+@pytest.mark.parametrize(("word", "hour"), [("noon", 12), ("midnight", 0)])
+def test_an_iso_date_with_noon_or_midnight_keeps_its_day(word, hour, monkeypatch):
+    """dateparser read "2026-03-12 noon" as noon of the current day of the month."""
+    monkeypatch.setenv("TZ", "UTC")
+    assert parse_when(f"2026-03-12 {word}") == datetime(2026, 3, 12, hour)
