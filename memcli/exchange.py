@@ -313,6 +313,14 @@ def _check_ids(rec: dict[str, Any], kind: str, spans: dict[str, Any], src: _Line
             )
 
 
+def _check_bank_is_new(store: Store, target: str) -> None:
+    if store.bank_id(target) is not None:
+        raise LifecycleError(
+            f"bank {target!r} already exists in {store.path}: import into a new bank with "
+            f"--into NAME, or delete it first (mem banks --delete {target})"
+        )
+
+
 def import_lines(
     store: Store,
     lines: Iterable[str],
@@ -333,11 +341,7 @@ def import_lines(
         on_header(header)
     target = bank or header["bank"]["name"]
     check_bank_name(target)
-    if store.bank_id(target) is not None:
-        raise LifecycleError(
-            f"bank {target!r} already exists in {store.path}: import into a new bank with "
-            f"--into NAME, or delete it first (mem banks --delete {target})"
-        )
+    _check_bank_is_new(store, target)
     file_vectors = header.get("vectors")
     use_file_vectors = file_vectors is not None and not reembed
     model = None
@@ -363,6 +367,9 @@ def import_lines(
     renumbered: list[str] = []
     with store.atomic() as conn:
         conn.execute("PRAGMA defer_foreign_keys = ON")
+        # Again under the write lock: another import may have made it since (it failed
+        # with "UNIQUE constraint failed: banks.name").
+        _check_bank_is_new(store, target)
         bank_id = store.create_bank_row(target, header["bank"]["created_at"])
         shift: dict[str, int] = {}
         for table, span in header["ids"].items():

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from memcli import exchange
 from memcli.cli import app
+from memcli.lifecycle import LifecycleError
 from memcli.store import Store
 from tests.conftest import write_jsonl
 
@@ -597,3 +598,30 @@ def test_a_correction_chain_that_comes_back_to_itself_is_refused(
         old["superseded_by"] = old["id"]
     text = "".join(json.dumps(r) + "\n" for r in rows)
     _bad_import(target, text, "lead back to themselves")
+
+
+def test_an_import_racing_another_into_the_same_new_bank_is_one_clear_error(
+    source: Path, target: Path, embedder
+):
+    """Two imports into one new bank at once: the second failed with "database error:
+    UNIQUE constraint failed: banks.name". The bank is checked again under the write lock."""
+    dump = ok(mem(source, "export", "--with-vectors"))
+
+    def model_after_a_rival_import():
+        # Between this import's first look and its write, another process makes the bank.
+        with Store(target) as rival:
+            with rival.atomic():
+                rival.create_bank_row("same", "2026-01-01T00:00:00")
+        return embedder
+
+    with Store(target) as store:
+        before = table_counts(target)
+        with pytest.raises(LifecycleError, match="bank 'same' already exists"):
+            exchange.import_lines(
+                store,
+                dump.splitlines(),
+                name="dump",
+                bank="same",
+                embedder=model_after_a_rival_import,
+            )
+    assert table_counts(target)["facts"] == before["facts"]
