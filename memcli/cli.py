@@ -676,6 +676,11 @@ def _stdout_reader_gone() -> bool:
 _interrupted = False  # a SIGINT came (typer turns its KeyboardInterrupt into a silent 130)
 
 
+def interrupted() -> bool:
+    """Whether a SIGINT came during this run (prompts tell Ctrl-C from end of input)."""
+    return _interrupted
+
+
 def _on_sigint(signum: int, frame: Any) -> None:
     """Ctrl-C: KeyboardInterrupt, as Python's own handler raises it, noted for the exit
     message; inside llama.cpp's log callback ctypes would swallow it, so it is raised when

@@ -183,6 +183,8 @@ def check_item(item: RetainItem) -> RetainItem:
         raise RetainError("tags must be a list of strings")
     for tag in item.tags:
         check_string(tag, "tag")
+        if not has_visible_text(tag):
+            raise RetainError("a tag is empty or only spaces")
     if item.fact_type is not None and item.fact_type not in FACT_TYPES:
         raise RetainError(f"unknown type {item.fact_type!r} (use {', '.join(FACT_TYPES)})")
     if not isinstance(item.metadata, dict):

@@ -991,3 +991,47 @@ def test_a_date_without_a_time_is_that_day_on_the_users_calendar(
     before = mem(db_path, "list", "--until", "2026-03-10", "--format", "jsonl").output
     assert before.strip() == ""
     assert mem(db_path, "retain", "At the start of time.", "--at", "0001-01-01").exit_code == 0
+
+
+@pytest.mark.parametrize("tag", ["", "   ", "\t"])
+def test_an_empty_tag_is_refused(db_path, tmp_path, tag):
+    """`--tag ""` and `"tags": [""]` were stored, and shown as `{, a}`."""
+    out = mem(db_path, "retain", "A note.", "--tag", tag)
+    assert out.exit_code != 0 and "tag" in out.output
+    rows = write_jsonl(tmp_path / "t.jsonl", [{"text": "A note.", "tags": ["a", tag]}])
+    out = mem(db_path, "retain", "--jsonl", str(rows))
+    assert out.exit_code != 0 and "line 1" in out.output and "tag" in out.output
+    assert not db_path.exists() or fact_count(db_path) == 0
+
+
+def test_end_of_input_at_a_question_is_a_cancel_not_an_interrupt(db_path, tmp_path):
+    """Ctrl-D (end of input) at forget's y/N question said "mem: interrupted", exit 130."""
+    seeded(db_path)
+    argv = [sys.executable, "-m", "memcli", "--db", str(db_path), "forget", "1"]
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.execvp(argv[0], argv)
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.monotonic() + 120
+    sent = False
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 1.0)[0]:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not sent and b"[y/N]" in out:
+                os.write(fd, b"\x04")  # Ctrl-D: end of input
+                sent = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    text = out.decode("utf-8", "replace")
+    assert os.waitstatus_to_exitcode(status) == 1, text
+    assert "cancelled; nothing was changed" in text and "interrupted" not in text
+    assert fact_count(db_path) == 1

@@ -127,7 +127,16 @@ def _confirm(question: str, yes: bool, refusal: str) -> None:
         return
     if not sys.stdin.isatty():
         fail(f"{refusal} without confirmation: add --yes (stdin is not a terminal)")
-    if not typer.confirm(question, default=False, err=True):
+    from memcli import cli
+
+    try:
+        yes = typer.confirm(question, default=False, err=True)
+    except typer.Abort:
+        if cli.interrupted():
+            raise  # Ctrl-C: interrupted (130)
+        typer.echo("", err=True)  # end of input (Ctrl-D) at the question: the answer is no
+        yes = False
+    if not yes:
         fail("cancelled; nothing was changed")
 
 
