@@ -665,12 +665,27 @@ def _undecodable_input() -> str | None:
 
 
 def _stdout_reader_gone() -> bool:
-    """Whether click has met a closed stdout pipe (it wraps the streams when it does)."""
+    """Whether click or rich has met a closed stdout pipe: click wraps the streams when it
+    does; rich (help pages) points file descriptor 1 at the null device and exits 1."""
     try:
         from typer._click.utils import PacifyFlushWrapper
     except ImportError:  # an older typer, on the click package
         from click.utils import PacifyFlushWrapper
-    return isinstance(sys.stdout, PacifyFlushWrapper)
+    if isinstance(sys.stdout, PacifyFlushWrapper):
+        return True
+    now = _file_identity(1)
+    return now is not None and now != _stdout_at_start and now == _file_identity(os.devnull)
+
+
+def _file_identity(fd_or_path: int | str) -> tuple[int, int, int] | None:
+    try:
+        st = os.fstat(fd_or_path) if isinstance(fd_or_path, int) else os.stat(fd_or_path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_rdev
+
+
+_stdout_at_start: tuple[int, int, int] | None = None
 
 
 _interrupted = False  # a SIGINT came (typer turns its KeyboardInterrupt into a silent 130)
@@ -699,6 +714,8 @@ def main() -> None:
     traceback, for bug reports)."""
     import signal
 
+    global _stdout_at_start
+    _stdout_at_start = _file_identity(1)
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             # Closed by the caller (`2>&-`, `>&-`): Python leaves the stream None, and every

@@ -668,6 +668,8 @@ def test_a_failed_reembed_at_a_terminal_prints_its_error_on_a_clean_line(tmp_pat
         ("stats", "--json"),
         ("doctor",),
         ("list",),
+        ("--help",),  # rich exited 1 on the closed pipe
+        ("recall", "--help"),
     ],
 )
 def test_a_reader_that_went_away_ends_every_command_quietly_with_success(db_path, args):
