@@ -221,10 +221,46 @@ def write_file(values: dict[str, Any], path: Path | None = None) -> Path:
     return path
 
 
-def set_value(name: str, raw: Any, path: Path | None = None) -> Any:
-    """Check and store one key; returns the stored value."""
-    path = path or config_path()
+def _check_model_file(name: str, value: str) -> None:
+    """`config set embedder|reranker`: a built-in embedder name, or a file that is there (a
+    mistyped path was accepted, and every recall then failed)."""
+    if name == "embedder":
+        from memcli.models.embedder import builtin_name
+
+        if builtin_name(value) is not None:
+            return
+    if not Path(value).is_file():
+        raise ConfigError(
+            f"{value!r} is no model file"
+            + (" and no built-in embedder (e5, minilm)" if name == "embedder" else "")
+        )
+
+
+def _check_bank(value: str) -> None:
+    from memcli.store import StoreError, check_bank_name
+
+    try:
+        check_bank_name(value)
+    except (StoreError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def value_to_set(name: str, raw: Any) -> Any:
+    """parse_value, and for `config set` more: a model is checked to be there and a bank
+    name to be one a store takes (the file and the environment are only checked for form
+    when read: a model moved later must not stop commands that need none)."""
     value = parse_value(name, raw)
+    if name in ("embedder", "reranker"):
+        _check_model_file(name, value)
+    elif name == "bank":
+        _check_bank(value)
+    return value
+
+
+def set_value(name: str, raw: Any, path: Path | None = None) -> Any:
+    """Check (value_to_set) and store one key; returns the stored value."""
+    path = path or config_path()
+    value = value_to_set(name, raw)
     values = load_file(path)
     values[name] = value
     write_file(values, path)

@@ -248,10 +248,27 @@ def tokenizer_check() -> Check:
     return Check("tiktoken offline", OK, f"{tokens.ENCODING_NAME}: {n} tokens ({ms:.0f} ms)")
 
 
+def reranker_check(spec: str | None) -> Check:
+    """The configured cross-encoder: there and a GGUF (a mistyped one failed every recall)."""
+    name = "reranker"
+    if not spec:
+        return Check(name, SKIP, "none configured (recall uses fusion order)")
+    path = Path(spec).expanduser()
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        return Check(name, FAIL, f"{path}: {exc.strerror}: fix it or `mem config unset reranker`")
+    if magic != b"GGUF":
+        return Check(name, FAIL, f"{path} is not a GGUF model file")
+    return Check(name, OK, str(path))
+
+
 def run(
     db: Path,
     embedder_override: str | None = None,
     progress: Callable[[str], None] | None = None,
+    reranker: str | None = None,
 ) -> list[Check]:
     """Every check, in order. A missing store skips the store checks (not a failure: a new
     installation has none yet); one that cannot be opened fails."""
@@ -285,6 +302,7 @@ def run(
         if progress:
             progress("hashing the model cache")
         checks += model_cache_checks()
+        checks.append(reranker_check(reranker))
         checks += version_checks(store)
         checks.append(tokenizer_check())
     finally:

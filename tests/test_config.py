@@ -40,15 +40,17 @@ def recall_json(db: Path, *args: str, env: dict | None = None) -> dict:
     return json.loads(r.stdout)
 
 
-def test_set_show_path_and_the_file_is_toml(cfg):
+def test_set_show_path_and_the_file_is_toml(cfg, tmp_path):
     import tomllib
 
+    odd = tmp_path / 'my "odd" model.gguf'
+    odd.write_bytes(b"GGUF")
     assert mem("config", "path").stdout.strip() == str(cfg)
     assert mem("config", "set", "budget", "high").exit_code == 0
     assert mem("config", "set", "max_tokens", "300").exit_code == 0
-    assert mem("config", "set", "embedder", 'my "odd" model.gguf').exit_code == 0
+    assert mem("config", "set", "embedder", str(odd)).exit_code == 0
     data = tomllib.loads(cfg.read_text())
-    assert data == {"budget": "high", "max_tokens": 300, "embedder": 'my "odd" model.gguf'}
+    assert data == {"budget": "high", "max_tokens": 300, "embedder": str(odd)}
     shown = json.loads(mem("config", "show", "--json").stdout)
     assert shown["settings"]["budget"] == {
         "value": "high",
@@ -63,7 +65,17 @@ def test_set_show_path_and_the_file_is_toml(cfg):
 def test_bad_key_or_value_is_a_usage_error_and_changes_nothing(cfg):
     mem("config", "set", "budget", "low")
     before = cfg.read_text()
-    for args in (("budget", "huge"), ("max_tokens", "0"), ("colour", "blue")):
+    for args in (
+        ("budget", "huge"),
+        ("max_tokens", "0"),
+        ("colour", "blue"),
+        # A model that is not there, and a bank name no store takes, were accepted, and
+        # every recall (or retain) failed after.
+        ("reranker", "/nonexistent.gguf"),
+        ("embedder", "bogus"),
+        ("bank", "a\tb"),
+        ("threads", "100000"),
+    ):
         r = mem("config", "set", *args)
         assert r.exit_code == 2, args
         assert r.stderr.startswith("mem: error: ") and len(r.stderr.splitlines()) == 1

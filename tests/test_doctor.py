@@ -186,3 +186,17 @@ def test_a_damaged_model_cache_is_reported_and_left_as_it_is(db_path, tmp_path):
     assert f"model cache {real.name}" in failed, result.stdout
     assert hashlib.sha256(damaged.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in (cache / "models").iterdir()) == files_before
+
+
+def test_a_configured_reranker_that_is_not_there_fails(db_path, tmp_path, monkeypatch):
+    """A reranker path set in the config that is not there failed every recall, while the
+    doctor passed every check."""
+    make_store(db_path)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('reranker = "/nonexistent/rerank.gguf"\n')
+    monkeypatch.setenv("MEM_CONFIG", str(cfg))
+    result = mem(db_path, "doctor", "--format", "json")
+    assert result.exit_code == 1
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["reranker"]["status"] == "fail"
+    assert "/nonexistent/rerank.gguf" in checks["reranker"]["detail"]

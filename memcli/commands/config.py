@@ -86,10 +86,10 @@ def set_(
 
     Example:  mem config set budget high
     """
-    from memcli.config import ConfigError, parse_value, set_value
+    from memcli.config import ConfigError, set_value, value_to_set
 
     try:
-        parse_value(key, value)
+        value_to_set(key, value)
     except ConfigError as exc:
         fail(str(exc), 2)  # a bad KEY or VALUE is a usage error
     try:

@@ -30,7 +30,7 @@ def doctor(
     from memcli import doctor as doctor_mod
     from memcli.render import use_color
 
-    checks = doctor_mod.run(state.db, configured("embedder"))
+    checks = doctor_mod.run(state.db, configured("embedder"), reranker=configured("reranker"))
     failures = doctor_mod.failed(checks)
     if output is DoctorFormat.json:
         typer.echo(
