@@ -541,12 +541,14 @@ def reembed(
                 (r[0], np.asarray(v, dtype=np.float32).tobytes()) for r, v in zip(rows, vectors)
             ]
             with store.atomic():
+                _still_ours(store, bank_id, wanted)
                 store.stage_vectors(bank_id, blobs)
             embedded += len(rows)
             last = rows[-1][0]
             if progress:
                 progress(len(rows))
         with store.atomic():
+            _still_ours(store, bank_id, wanted)
             # Facts retained since the batches above (another process) are embedded here,
             # inside the swap's transaction, so no fact is left without a vector.
             late = store.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
@@ -566,6 +568,24 @@ def reembed(
     report.embedded = embedded
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
+    """Raise LifecycleError when another re-embedding of the bank, with another model, has
+    started since this one did (it cleared the staging table: vectors of two models would
+    mix under one model's name). Called inside the batch's transaction."""
+    state = store.reembed_state(bank_id)
+    if state == wanted:
+        return
+    if state is None:
+        raise LifecycleError(
+            "another process finished a re-embedding of this bank meanwhile; this one "
+            "stopped: run it again to re-embed with this model"
+        )
+    raise LifecycleError(
+        f"a re-embedding with {state.get('embedder')} started meanwhile in another process; "
+        "this one stopped (the bank keeps its vectors until one of them finishes)"
+    )
 
 
 def check_query_embedder(store: Store, bank_id: int, embedder: Any) -> None:

@@ -452,6 +452,33 @@ def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model
         assert s.staged_count(s.require_bank("default")) == 0
 
 
+def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_model) -> None:
+    """Two `mem reembed` with two models at once: the second cleared the staging table
+    while the first went on staging its model's vectors there, and the second skipped them
+    as done: the bank ended labelled with one model and holding both models' vectors. Each
+    batch now checks, under the write lock, that the re-embedding is still its own."""
+    from memcli.models.embedder import load_embedder
+
+    q8 = load_embedder(other_model)
+    seen = []
+
+    def another_starts(n: int) -> None:
+        seen.append(n)
+        if len(seen) == 1:  # another process begins a re-embedding with another model
+            with Store(db) as rival, rival.atomic():
+                rival.begin_reembed(
+                    rival.require_bank("default"),
+                    {"embedder": "rival", "fingerprint": "f" * 64, "dim": q8.dim},
+                )
+
+    with Store(db) as store:
+        with pytest.raises(lifecycle.LifecycleError, match="rival"):
+            lifecycle.reembed(store, "default", q8, batch=2, progress=another_starts)
+        bank = store.require_bank("default")
+        assert store.staged_count(bank) == 0  # none of its vectors went in after
+        assert store.bank_embedder(bank)[1] != q8.fingerprint
+
+
 # -- banks ----------------------------------------------------------------------------------
 
 
