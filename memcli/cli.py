@@ -182,7 +182,7 @@ def retain(
     from memcli.timeparse import parse_when
 
     try:
-        when = parse_when(at) if at else None
+        when = parse_when(at) if at is not None else None
     except ValueError as exc:
         fail(f"--at: {exc}", 2)
     from memcli.clock import utcnow
@@ -225,7 +225,8 @@ def retain(
     except InputError as exc:
         fail(str(exc))
     if not items:
-        fail("nothing to retain: give text, '-' for stdin, --file or --jsonl")
+        skipped = f" ({invalid} invalid lines skipped)" if invalid else ""
+        fail(f"nothing to retain{skipped}: give text, '-' for stdin, --file or --jsonl")
     if append:
         loose = next((i for i, item in enumerate(items, start=1) if not item.document_id), None)
         if loose is not None:
@@ -403,12 +404,12 @@ def recall(
             types=fact_type or None,
             tags=tag or None,
             tags_match=tags_match.value,
-            now=parse_when(now) if now else None,
+            now=parse_when(now) if now is not None else None,
             include_chunks=include_chunks,
             max_chunk_tokens=max_chunk_tokens,
             rerank=not no_rerank,
             boosts=not no_boosts,
-            arms=tuple(a.strip() for a in arms.split(",")) if arms else ARMS,
+            arms=tuple(a.strip() for a in arms.split(",")) if arms is not None else ARMS,
             min_score=min_score,
         )
     except ValueError as exc:
@@ -420,7 +421,7 @@ def recall(
     if query is not None and not has_visible_text(query):
         fail("the query is empty or only spaces and control characters", 2)
     try:
-        base.as_of = parse_when(as_of) if as_of else None
+        base.as_of = parse_when(as_of) if as_of is not None else None
     except ValueError as exc:
         fail(f"--as-of: {exc}", 2)
     store = open_store(create=False)

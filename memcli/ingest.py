@@ -43,7 +43,12 @@ def items_from_text(text: str, origin: str | None, defaults: dict[str, Any]) -> 
     try:
         return check_item(item)
     except RetainError as exc:
-        raise InputError(f"{origin or 'text'}: {exc}") from None
+        # "text: text is empty": the message names the field already.
+        message = str(exc)
+        where = origin or "text"
+        raise InputError(
+            message if message.startswith(f"{where} ") else f"{where}: {message}"
+        ) from None
 
 
 def _check_type(value: Any, where: str) -> None:

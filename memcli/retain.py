@@ -124,9 +124,14 @@ def check_string(value: str, what: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        bad = value[exc.start]
+        bad = ord(value[exc.start])
+        if 0xDC80 <= bad <= 0xDCFF:  # how Python keeps a byte of an argument that is no UTF-8
+            raise RetainError(
+                f"{what} is not valid UTF-8 (byte 0x{bad - 0xDC00:02X}, or a lone surrogate "
+                f"U+{bad:04X})"
+            ) from None
         raise RetainError(
-            f"{what} contains an invalid character (lone surrogate U+{ord(bad):04X})"
+            f"{what} contains an invalid character (lone surrogate U+{bad:04X})"
         ) from None
     if "\x00" in value:
         raise RetainError(f"{what} contains a NUL character")

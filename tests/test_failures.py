@@ -1037,3 +1037,27 @@ def test_end_of_input_at_a_question_is_a_cancel_not_an_interrupt(db_path, tmp_pa
     assert os.waitstatus_to_exitcode(status) == 1, text
     assert "cancelled; nothing was changed" in text and "interrupted" not in text
     assert fact_count(db_path) == 1
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("recall", "key", "--arms", ""), "unknown arm ''"),  # ran all four arms
+        (("recall", "key", "--now", ""), "--now: cannot read ''"),  # was the current time
+        (("recall", "key", "--as-of", ""), "--as-of: cannot read ''"),  # was no --as-of
+        (("retain", "A note.", "--at", ""), "--at: cannot read ''"),  # was now
+    ],
+)
+def test_an_empty_option_value_is_a_usage_error_not_the_default(db_path, args, needle):
+    seeded(db_path)
+    out = mem(db_path, *args)
+    assert out.exit_code == 2 and needle in out.output, out.output
+    assert fact_count(db_path) == 1
+
+
+def test_messages_say_what_is_wrong_once(db_path, tmp_path):
+    out = mem(db_path, "retain", "\u200b\u200b")
+    assert "text: text" not in out.output and "text is empty" in out.output
+    rows = write_jsonl(tmp_path / "bad.jsonl", [{"x": 1}, {"y": 2}])
+    out = mem(db_path, "retain", "--jsonl", str(rows), "--skip-invalid")
+    assert out.exit_code != 0 and "2 invalid lines skipped" in out.output
