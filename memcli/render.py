@@ -29,10 +29,21 @@ def use_color(stream: Any = None) -> bool:
 _LEGEND = " (said: when it was said; about: the time it talks about)"
 
 
+# How much of the query a header echoes: a long question (a pasted paragraph, a 3,000-word
+# prompt) took the whole token budget in the header and left no room for one memory.
+ECHO_CHARS = 200
+
+
+def echoed_query(query: str) -> str:
+    """The query as a header shows it: one line, cut at ECHO_CHARS with an ellipsis."""
+    line = one_line(query)
+    return line if len(line) <= ECHO_CHARS else line[: ECHO_CHARS - 1].rstrip() + "…"
+
+
 def text_header(result: RecallResult, results: list[Candidate] | None = None) -> str:
     """The first line: what was asked and the reference time, so a model can tell past from
     future; the legend only when some memory carries both dates."""
-    query = terminal_safe(one_line(result.query))
+    query = terminal_safe(echoed_query(result.query))
     day = utc_to_local(result.now).date().isoformat()  # the user's day, as blocks show
     head = f'Memories relevant to "{query}", as of {day}'
     shown = result.results if results is None else results
@@ -128,7 +139,7 @@ def to_text(result: RecallResult, decorate: bool = False, color: bool | None = N
 def to_markdown(result: RecallResult) -> str:
     """The memories as a Markdown list; heading and list fit --max-tokens as the text output
     does (the lowest ranked go first; the chunks have their own --max-chunk-tokens)."""
-    query = one_line(result.query)
+    query = echoed_query(result.query)
     day = utc_to_local(result.now).date().isoformat()
     head = [f"## Memories for: {query}", "", f"As of {day}.", ""]
     items = []

@@ -1061,3 +1061,14 @@ def test_messages_say_what_is_wrong_once(db_path, tmp_path):
     rows = write_jsonl(tmp_path / "bad.jsonl", [{"x": 1}, {"y": 2}])
     out = mem(db_path, "retain", "--jsonl", str(rows), "--skip-invalid")
     assert out.exit_code != 0 and "2 invalid lines skipped" in out.output
+
+
+@pytest.mark.parametrize("output", ["text", "md"])
+def test_a_long_question_leaves_the_budget_to_the_memories(db_path, output):
+    """A 3,000-word query failed text and Markdown output at the default 4,096 tokens: the
+    header echoed all of it ("give at least 6052")."""
+    seeded(db_path)
+    query = "where is the spare key " + " ".join(f"word{i}" for i in range(3000))
+    out = mem(db_path, "recall", query, "--format", output)
+    assert out.exit_code == 0, out.output
+    assert "blue pot" in out.output and "…" in out.output.splitlines()[0]
