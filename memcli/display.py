@@ -46,4 +46,6 @@ def memory_days(row: dict) -> str:
     for end in ("first", "last"):
         value, is_period = row[end], row.pop(f"{end}_is_period", False)
         days.append((value or "")[:10] if is_period else local_day(value))
+    if not any(days):  # an empty bank: it printed " .. "
+        return "no memories yet"
     return " .. ".join(days)

@@ -669,3 +669,16 @@ def test_a_forget_by_another_process_between_two_batches_of_a_retain(db_path: Pa
     finally:
         writer.close()
         other.close()
+
+
+def test_stats_of_a_bank_whose_memories_were_all_forgotten(db: Path) -> None:
+    """The line read "work: 0 facts, 0 entities, 0 links,  .. , embedder ..."."""
+    ok(mem(db, "--bank", "work", "retain", "Quarterly review is on Friday."))
+    ok(mem(db, "--bank", "work", "forget", "--context", "x", "--yes"))  # nothing: no match
+    ids = [
+        json.loads(line)["id"]
+        for line in ok(mem(db, "--bank", "work", "list", "--format", "jsonl")).splitlines()
+    ]
+    ok(mem(db, "--bank", "work", "forget", *map(str, ids), "--yes"))
+    (line,) = [x for x in ok(mem(db, "stats")).splitlines() if x.strip().startswith("work:")]
+    assert "no memories yet" in line and " .. " not in line
