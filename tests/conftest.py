@@ -87,3 +87,36 @@ def _insert_bare_fact(
         embedding=embedding,
         now=now or at,
     )
+
+
+def answer_at_terminal(argv: list[str], answer: bytes) -> tuple[int, str]:
+    """Run argv on a pseudo-terminal, answering its y/N question with `answer` (bytes, as
+    typed: b"n\\n", or b"\\x04" for end of input); (exit code, what the terminal showed)."""
+    import os
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.execvp(argv[0], argv)
+        finally:
+            os._exit(127)
+    out, answered = b"", False
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 1.0)[0]:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not answered and b"[y/N]" in out:
+                os.write(fd, answer)
+                answered = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from memcli.cli import app
 from memcli.retain import Retainer, RetainItem
 from memcli.store import Store
-from tests.conftest import write_jsonl
+from tests.conftest import answer_at_terminal, write_jsonl
 
 runner = CliRunner()
 
@@ -1010,31 +1010,8 @@ def test_end_of_input_at_a_question_is_a_cancel_not_an_interrupt(db_path, tmp_pa
     """Ctrl-D (end of input) at forget's y/N question said "mem: interrupted", exit 130."""
     seeded(db_path)
     argv = [sys.executable, "-m", "memcli", "--db", str(db_path), "forget", "1"]
-    pid, fd = pty.fork()
-    if pid == 0:
-        try:
-            os.execvp(argv[0], argv)
-        finally:
-            os._exit(127)
-    out = b""
-    deadline = time.monotonic() + 120
-    sent = False
-    while time.monotonic() < deadline:
-        if select.select([fd], [], [], 1.0)[0]:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-            if not sent and b"[y/N]" in out:
-                os.write(fd, b"\x04")  # Ctrl-D: end of input
-                sent = True
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    text = out.decode("utf-8", "replace")
-    assert os.waitstatus_to_exitcode(status) == 1, text
+    code, text = answer_at_terminal(argv, b"\x04")  # Ctrl-D: end of input
+    assert code == 1, text
     assert "cancelled; nothing was changed" in text and "interrupted" not in text
     assert fact_count(db_path) == 1
 

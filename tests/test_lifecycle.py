@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from memcli import lifecycle
 from memcli.cli import app
 from memcli.store import Store
-from tests.conftest import write_jsonl
+from tests.conftest import answer_at_terminal, write_jsonl
 
 runner = CliRunner()
 
@@ -571,44 +571,13 @@ def test_a_forgotten_id_is_never_given_to_a_new_memory(db: Path):
     assert ids_listed(db) == [newest + 2]
 
 
-def _answer_at_terminal(argv: list[str], answer: bytes) -> tuple[int, str]:
-    """Run argv on a pseudo-terminal, answering its y/N question with `answer`."""
-    import os
-    import pty
-    import select
-
-    pid, fd = pty.fork()
-    if pid == 0:
-        try:
-            os.execvp(argv[0], argv)
-        finally:
-            os._exit(127)
-    out, answered = b"", False
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if select.select([fd], [], [], 1.0)[0]:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-            if not answered and b"[y/N]" in out:
-                os.write(fd, answer)
-                answered = True
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
-
-
 def test_forget_at_a_terminal_shows_what_it_would_forget_before_asking(db: Path):
     """The question said only "Forget 3 facts from bank 'default'?": with --query the user
     could not see which three before saying yes."""
     import sys
 
     argv = [sys.executable, "-m", "memcli", "--db", str(db), "forget", "--query", "kayak"]
-    code, out = _answer_at_terminal([*argv, "--limit", "2"], b"n\n")
+    code, out = answer_at_terminal([*argv, "--limit", "2"], b"n\n")
     assert code == 1 and "cancelled; nothing was changed" in out, out
     question = out.index("[y/N]")
     assert "kayak" in out[:question].lower(), out  # the facts, listed before the question
