@@ -83,7 +83,11 @@ def check_selection(sel: Selection) -> None:
     if sel.tags_match not in TAG_MODES:
         raise OptionError(f"unknown --tags-match {sel.tags_match!r} ({', '.join(TAG_MODES)})")
     if sel.since and sel.until and sel.since >= sel.until:
-        raise OptionError(f"--since {iso(sel.since)} is not before --until {iso(sel.until)}")
+        # (Flag-neutral: list says --until, forget --before.)
+        raise OptionError(
+            f"the time range is empty: its start {iso(sel.since)} is not before its end "
+            f"{iso(sel.until)}"
+        )
     if sel.query is not None and not sel.query.strip():
         raise OptionError("--query is empty")
     if sel.query_limit <= 0:

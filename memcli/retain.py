@@ -326,8 +326,8 @@ class Retainer:
             try:
                 check_item(item)
             except RetainError as exc:
-                where = item.source_id or f"item {number}"
-                raise RetainError(f"{where}: {exc}") from None
+                where = item.source_id or (f"item {number}" if len(items) > 1 else None)
+                raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
         try:
             with self.store.atomic():
                 self.store.purge_abandoned_staging()

@@ -651,3 +651,20 @@ def test_stats_of_a_bank_whose_memories_were_all_forgotten(db: Path) -> None:
     ok(mem(db, "--bank", "work", "forget", *map(str, ids), "--yes"))
     (line,) = [x for x in ok(mem(db, "stats")).splitlines() if x.strip().startswith("work:")]
     assert "no memories yet" in line and " .. " not in line
+
+
+@pytest.mark.parametrize(
+    "args,needle,wrong",
+    [
+        # forget has --before, not --until: the message named a flag it does not have
+        (
+            ("forget", "--since", "tomorrow", "--before", "yesterday", "--yes"),
+            "time range",
+            "--until",
+        ),
+        (("correct", "1", " "), "text is empty", "item 1"),  # one item: no "item 1:"
+    ],
+)
+def test_messages_name_only_what_the_command_has(db: Path, args, needle, wrong):
+    err = one_line_error(mem(db, *args), needle)
+    assert wrong not in err
