@@ -514,6 +514,12 @@ def import_lines(
                 f"{name} holds {_counts_text(got)} but its header promised "
                 f"{_counts_text(expected)}: the file is damaged; nothing imported"
             )
+        if end.get("counts") != expected:
+            raise LifecycleError(
+                f"{name}'s end record counts {_counts_text(end.get('counts') or {})} but its "
+                f"header and records {_counts_text(expected)}: the file is damaged; nothing "
+                "imported"
+            )
         dangling = store.dangling_references()
         if dangling:
             raise LifecycleError(

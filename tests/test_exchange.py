@@ -625,3 +625,13 @@ def test_an_import_racing_another_into_the_same_new_bank_is_one_clear_error(
                 embedder=model_after_a_rival_import,
             )
     assert table_counts(target)["facts"] == before["facts"]
+
+
+def test_an_end_record_that_disagrees_with_the_file_is_damage(source: Path, target: Path) -> None:
+    """An export whose end record said "facts": 99 imported as if whole."""
+    lines = ok(mem(source, "export")).splitlines()
+    end = json.loads(lines[-1])
+    assert end["kind"] == "end"
+    end["counts"]["facts"] = 99
+    lines[-1] = json.dumps(end)
+    _bad_import(target, "\n".join(lines) + "\n", "end record", "damaged")
