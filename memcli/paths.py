@@ -39,6 +39,35 @@ def temp_path_beside(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
+def _abandoned_temps(dest: Path) -> list[Path]:
+    """write_atomically's temp files beside dest whose writer is gone (killed: kill -9 left
+    a hidden file as big as an export beside it). A writer holds an flock on its temp file
+    until the rename, so one whose lock anyone can take is abandoned; a process id alone
+    could be another namespace's or another host's."""
+    import fcntl
+    import re
+
+    pattern = re.compile(rf"^\.{re.escape(dest.name)}\.\d+\.[0-9a-f]{{8}}\.tmp$")
+    try:
+        names = [p for p in dest.parent.iterdir() if pattern.match(p.name)]
+    except OSError:
+        return []
+    gone = []
+    for path in names:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            gone.append(path)
+        except OSError:
+            pass  # its writer is at work
+        finally:
+            os.close(fd)
+    return gone
+
+
 def write_atomically(
     dest: Path, write: Callable[[Path], None], *, mode: int | None = None, parents: bool = True
 ) -> Path:
@@ -46,12 +75,16 @@ def write_atomically(
     (and concurrent writers) never see a partial file and a failure leaves dest as it was.
     `mode` creates the temp file with those permissions first (0o600 for a file that holds
     memories); `parents` makes dest's missing folders."""
+    import fcntl
+
     if parents:
         dest.parent.mkdir(parents=True, exist_ok=True)
+    for stale in _abandoned_temps(dest):
+        stale.unlink(missing_ok=True)
     tmp = temp_path_beside(dest)
+    lock = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
     try:
-        if mode is not None:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held until the rename (_abandoned_temps)
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
@@ -59,4 +92,6 @@ def write_atomically(
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        os.close(lock)
     return dest

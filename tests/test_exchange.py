@@ -635,3 +635,26 @@ def test_an_end_record_that_disagrees_with_the_file_is_damage(source: Path, targ
     end["counts"]["facts"] = 99
     lines[-1] = json.dumps(end)
     _bad_import(target, "\n".join(lines) + "\n", "end record", "damaged")
+
+
+def test_an_export_killed_midway_leaves_no_file_behind_the_next_one(source: Path, tmp_path):
+    """kill -9 during `export -o` left a hidden temp file as big as the export beside it, and
+    later exports to the same path left it there. A temp file whose writer is gone (no one
+    holds its lock) is removed; one being written is not."""
+    import fcntl
+
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    target = folder / "out.jsonl"
+    abandoned = folder / ".out.jsonl.4242.deadbeef.tmp"
+    abandoned.write_text("half an export")
+    busy = folder / ".out.jsonl.4343.cafebabe.tmp"
+    busy.write_text("being written")
+    holder = os.open(busy, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # as a writer at work holds it
+    try:
+        ok(mem(source, "export", "-o", str(target)))
+    finally:
+        os.close(holder)
+    assert not abandoned.exists() and busy.exists()
+    assert sorted(p.name for p in folder.iterdir()) == sorted([busy.name, "out.jsonl"])
