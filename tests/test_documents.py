@@ -456,3 +456,34 @@ def test_a_correction_made_to_a_document_survives_its_retain_again(db_path):
     valid, closed = _current_and_closed(db_path)
     assert valid == ["The team meeting is on Tuesday."]
     assert closed == {"The team meeting is on Monday.": "The team meeting is on Tuesday."}
+
+
+def test_a_live_import_whose_process_id_means_nothing_here_is_not_purged(db_path, monkeypatch):
+    """A document import in another PID namespace (a container sharing the store's folder)
+    had its staging bank dropped by a writer here, which saw its process id not running:
+    the import then failed with "FOREIGN KEY constraint failed". Its owner holds a lock on
+    a file beside the store; only a staging bank whose lock nobody holds is abandoned."""
+    import memcli.store.banks as banks_mod
+
+    elsewhere = 4_194_303  # a process id no process here has
+    importer = Store(db_path)
+    writer = Store(db_path)
+    try:
+        bank = importer.ensure_bank("default", datetime(2026, 1, 1))
+        monkeypatch.setattr(banks_mod.os, "getpid", lambda: elsewhere)
+        with importer.atomic():
+            staging = importer.create_staging_bank(bank, datetime(2026, 1, 1))
+        monkeypatch.undo()
+        lock_files = list(db_path.parent.glob(f".{db_path.name}.staging-{elsewhere}-*.lock"))
+        assert len(lock_files) == 1
+        with writer.atomic():
+            assert writer.purge_abandoned_staging() == 0  # its owner holds the lock
+        # The importer is killed: its lock goes with it (the file stays).
+        fd, _ = importer.__dict__["_staging_locks"].pop(staging)
+        os.close(fd)
+        with writer.atomic():
+            assert writer.purge_abandoned_staging() == 1
+        assert not lock_files[0].exists()
+    finally:
+        importer.close()
+        writer.close()

@@ -3,8 +3,10 @@ documents until they go live together (see documents.py); users never see one.""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from memcli.store.base import process_runs
@@ -19,6 +21,21 @@ def check_bank_name(name: str) -> str:
     if name.startswith("\x00") or any(ord(ch) < 32 for ch in name):
         raise StoreError(f"bad bank name {name!r}: control characters are not allowed")
     return name
+
+
+def _held(lock: Path) -> bool:
+    """Whether some process holds an flock on this file (False when there is no file)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 class BanksMixin:
@@ -110,20 +127,55 @@ class BanksMixin:
     # -- staging --------------------------------------------------------------------------
 
     def create_staging_bank(self, bank_id: int, now: datetime) -> int:
-        """A hidden bank for one retain call's documents, owned by this process."""
-        name = f"{STAGING_PREFIX}{bank_id}:{os.getpid()}:{os.urandom(4).hex()}"
+        """A hidden bank for one retain call's documents, owned by this process: its owner
+        is "PID:TOKEN", and the process holds an flock on a file named by both beside the
+        store until the bank is published or discarded (release_staging_lock)."""
+        token = os.urandom(4).hex()
+        name = f"{STAGING_PREFIX}{bank_id}:{os.getpid()}:{token}"
         self.conn.execute(
             "INSERT INTO banks(name, created_at, kind, owner) VALUES(?, ?, 'staging', ?)",
-            (name, iso(now), str(os.getpid())),
+            (name, iso(now), f"{os.getpid()}:{token}"),
         )
-        return self.conn.last_insert_rowid()
+        staging = self.conn.last_insert_rowid()
+        lock = self._staging_lock_path(os.getpid(), token)
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a folder mem cannot write in: the process id alone says
+            return staging
+        self.__dict__.setdefault("_staging_locks", {})[staging] = (fd, lock)
+        return staging
+
+    def release_staging_lock(self, staging_bank: int) -> None:
+        """Let go of a staging bank's lock and remove its file (published or discarded)."""
+        held = self.__dict__.get("_staging_locks", {}).pop(staging_bank, None)
+        if held is not None:
+            fd, lock = held
+            lock.unlink(missing_ok=True)
+            os.close(fd)
+
+    def _staging_lock_path(self, pid: int | str, token: str) -> Path:
+        path = self.path  # type: ignore[attr-defined]
+        return path.with_name(f".{path.name}.staging-{pid}-{token}.lock")
 
     def abandoned_staging_banks(self) -> list[int]:
-        """Staging banks whose owning process is gone (killed before it published)."""
+        """Staging banks whose owning process is gone (killed before it published): its
+        process id runs nowhere here and nobody holds its lock. The lock is what tells for
+        an owner in another PID namespace (a container sharing the store's folder), whose
+        process id means nothing here: by the id alone, its live import was dropped."""
         out = []
         for bank_id, owner in self.conn.execute(
             "SELECT id, owner FROM banks WHERE kind = 'staging'"
         ).fetchall():
-            if owner is None or not process_runs(int(owner)):
-                out.append(bank_id)
+            pid, _, token = (owner or "").partition(":")
+            if pid.isdigit() and process_runs(int(pid)):
+                continue
+            if token and _held(self._staging_lock_path(pid, token)):
+                continue
+            out.append(bank_id)
         return out
+
+    def abandoned_staging_lock(self, owner: str | None) -> Path | None:
+        """The lock file of an abandoned staging bank's owner, to remove with the bank."""
+        pid, _, token = (owner or "").partition(":")
+        return self._staging_lock_path(pid, token) if token else None

@@ -365,6 +365,10 @@ class StoreBase:
                 time.sleep(0.01)
 
     def close(self) -> None:
+        # Staging banks this connection still owns (a retain cut short) are let go: with
+        # their locks free, the next writer purges them (store/banks.py).
+        for fd, _ in self.__dict__.pop("_staging_locks", {}).values():
+            os.close(fd)
         self.conn.close()
 
     def __enter__(self):

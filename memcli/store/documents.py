@@ -101,6 +101,7 @@ class DocumentsMixin:
         )
         self.move_vectors(moved, bank_id)  # type: ignore[attr-defined]
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
+        self.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
         return replaced
 
     # A new version's fact "says the same" as an old one when its words, speaker and type
@@ -136,10 +137,17 @@ class DocumentsMixin:
     def discard_staging(self, staging_bank: int) -> dict[str, int]:
         """Drop a staging bank and all it holds; returns delete_facts' counts of what went
         (facts, links, entities left with no fact, chunks). Call inside atomic()."""
+        owner = self.conn.execute(
+            "SELECT owner FROM banks WHERE id = ?", (staging_bank,)
+        ).fetchone()
         counts = self.delete_facts(self.fact_ids_of_bank(staging_bank))  # type: ignore[attr-defined]
         self.conn.execute("DELETE FROM chunks WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM documents WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
+        self.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
+        lock = self.abandoned_staging_lock(owner[0] if owner else None)  # type: ignore[attr-defined]
+        if lock is not None and not self.__dict__.get("_staging_locks", {}).get(staging_bank):
+            lock.unlink(missing_ok=True)  # a killed owner's lock file (nobody holds it)
         return counts
 
     def purge_abandoned_staging(self) -> int:
