@@ -13,6 +13,7 @@ json`, `mem retain --json`), built by the same functions in memcli/render.py.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -226,6 +227,41 @@ def _selection(fields: dict[str, Any]) -> Any:
     return Selection(**out)
 
 
+# The library's messages name the CLI's flags; an agent knows the tools' arguments.
+_ARGUMENT_OF_FLAG = {
+    "--source-id": "source_id",
+    "--document": "document_id",
+    "--tag": "tags",
+    "--type": "types",
+    "--context": "context",
+    "--since": "since",
+    "--before": "before",
+    "--until": "before",
+    "--query": "query",
+    "--limit": "limit",
+    "--as-of": "as_of",
+    "--at": "at",
+    "--max-tokens": "max_tokens",
+    "--min-score": "min_score",
+    "--tags-match": "tags_match",
+    "--budget": "budget",
+}
+_FLAG = re.compile(r"--[a-z][a-z-]*(?:/--[a-z][a-z-]*)?")
+
+
+def tool_words(message: str) -> str:
+    """A library message as a tool error: the CLI flags it names as the tools' arguments
+    ("--before/--since" as "before/since"); flags no tool has stay."""
+
+    def argument(m: re.Match[str]) -> str:
+        parts = m[0].split("/")
+        if all(p in _ARGUMENT_OF_FLAG for p in parts):
+            return "/".join(_ARGUMENT_OF_FLAG[p] for p in parts)
+        return m[0]
+
+    return _FLAG.sub(argument, message)
+
+
 Budget = Literal["low", "mid", "high"]
 TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
 FactType = Literal["world", "experience", "observation"]
@@ -260,7 +296,7 @@ def build_server(service: MemoryService) -> Any:
             ModelError,
             ValueError,
         ) as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(tool_words(str(exc))) from None
         except Exception as exc:  # noqa: BLE001 - a tool error, never a dead server
             raise ToolError(describe_unexpected(exc)) from None
 
@@ -401,6 +437,7 @@ def build_server(service: MemoryService) -> Any:
         document_id: Annotated[str | None, Field(description="Every fact of it.")] = None,
         source_id: Annotated[str | None, Field(description="Facts of this input id.")] = None,
         tags: Annotated[list[str] | None, Field(description="Facts with these tags.")] = None,
+        types: Annotated[list[FactType] | None, Field(description="Facts of these types.")] = None,
         context: Annotated[str | None, Field(description="Facts of this speaker.")] = None,
         since: Annotated[str | None, Field(description="Said at or after this time.")] = None,
         before: Annotated[str | None, Field(description="Said before this time.")] = None,
@@ -420,6 +457,7 @@ def build_server(service: MemoryService) -> Any:
             "tags": tags,
             # Only facts carrying the tags: the non-strict modes also match untagged ones.
             "tags_match": "any_strict",
+            "types": types,
             "context": context,
             "since": since,
             "until": before,

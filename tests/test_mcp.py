@@ -308,3 +308,25 @@ def test_protocol_errors_on_the_wire_and_the_server_keeps_serving(db_path):
         proc.stdin.close()
         code = proc.wait(timeout=60)
     assert code == 0  # the client closing stdin ends the server cleanly
+
+
+def test_tool_errors_name_the_tools_arguments_not_cli_flags(db_path):
+    """forget {} said "fact ids, --source-id, --document, --tag ..." to an agent, whose forget
+    tool has no such names; it had no types argument either."""
+
+    async def session() -> list[Any]:
+        async with Client(server_params(db_path)) as client:
+            await client.call_tool(
+                "retain", {"text": "A world fact about Lisbon.", "type": "world"}
+            )
+            return [
+                await client.call_tool("forget", {}),
+                await client.call_tool("forget", {"query": "  "}),
+                await client.call_tool("forget", {"types": ["world"], "dry_run": True}),
+            ]
+
+    nothing, blank, by_type = run(session)
+    assert nothing.is_error and "source_id" in text_of(nothing)
+    assert "--" not in text_of(nothing) and "--" not in text_of(blank)
+    assert not by_type.is_error, text_of(by_type)
+    assert len(by_type.structured_content["would_forget"]) == 1
