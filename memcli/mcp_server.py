@@ -553,30 +553,45 @@ async def _screened(lines: Any, refused: Any) -> AsyncIterator[str]:
 
     async with refused:
         async for line in lines:
-            if _has_bad_id(line):
-                message = "Invalid request: the id must be a string or an integer"
+            refusal = _refusal(line)
+            if refusal is not None:
+                request_id, code, message = refusal
                 error = types.JSONRPCError(
-                    jsonrpc="2.0",
-                    id=None,
-                    error=types.ErrorData(code=types.INVALID_REQUEST, message=message),
+                    jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
                 )
                 await refused.send(SessionMessage(error))
                 continue
             yield line
 
 
-def _has_bad_id(line: str) -> bool:
-    """Whether a line is a JSON-RPC request (an object with a method) whose id is there but
-    neither a string nor an integer."""
+def _refusal(line: str) -> tuple[str | int | None, int, str] | None:
+    """(id, code, message) of the error for a request line the SDK would not answer: an id
+    that is neither a string nor an integer (read as a notification: no answer), or text
+    with a lone surrogate escape ("\\ud800", half an emoji a client cut), which is JSON but
+    no text (answered as a parse error without the id the client waits on). None for any
+    other line."""
+    import mcp_types as types
+
     try:
         message = json.loads(line)
-    except ValueError:
-        return False  # the SDK's reader answers with a parse error
+    except (ValueError, RecursionError):
+        return None  # the SDK's reader answers with a parse error
     if not isinstance(message, dict) or "method" not in message or "id" not in message:
-        return False
+        return None
     request_id = message["id"]
     # bool is an int to Python, but no JSON-RPC id.
-    return isinstance(request_id, bool) or not isinstance(request_id, (int, str))
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        return None, types.INVALID_REQUEST, "Invalid request: the id must be a string or an integer"
+    try:
+        line.encode("utf-8")
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return (
+            request_id,
+            types.INVALID_PARAMS,
+            "Invalid params: a lone surrogate escape (half of a character) is no text",
+        )
+    return None
 
 
 def _wire_error(exc: Exception) -> Any:
