@@ -511,7 +511,10 @@ def recall(
         )
     if trace:
         typer.echo("")
-        typer.echo(render.to_trace_table(result))
+        # The rows of what the text printed (a tight budget pays the header line first and
+        # may fit other memories than the JSON's).
+        shown = render.text_results(result) if output is OutputFormat.text else None
+        typer.echo(render.to_trace_table(result, shown=shown))
         typer.echo(render.sources_text(state.sources))
 
 

@@ -249,9 +249,16 @@ def trace_obj(result: RecallResult) -> dict[str, Any]:
     }
 
 
-def to_trace_table(result: RecallResult, width: int = 60) -> str:
+def to_trace_table(
+    result: RecallResult, width: int = 60, shown: list[Candidate] | None = None
+) -> str:
     """The human trace: each result's rank in every arm (blank where the arm missed it), its
-    RRF score, reranker score, each boost and the final score; then the window and timings."""
+    RRF score, reranker score, each boost and the final score; then the window and timings.
+    `shown`: the memories the text output printed (text_results), when they are not the
+    budget's results (a tight budget, the header line paid first)."""
+    if shown is not None and [c.fact_id for c in shown] == [c.fact_id for c in result.results]:
+        shown = None  # the usual case: the text printed the budget's results
+    printed = result.results if shown is None else shown
     head = (
         f"{'#':>3} {'id':>6} {'sem':>4} {'kw':>4} {'grph':>4} {'temp':>4} {'rrf':>7} "
         f"{'reply':>5} {'fused':>6} {'fus#':>4} {'rerank':>7} {'recncy':>6} {'tempo':>6} "
@@ -262,7 +269,7 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
     def rank(v: int | None) -> str:
         return "" if v is None else str(v)
 
-    for c in result.results:
+    for c in printed:
         rr = "" if c.reranker is None else f"{c.reranker:.4f}"
         text = c.fact.text.replace("\n", " ")
         if len(text) > width:
@@ -314,8 +321,15 @@ def to_trace_table(result: RecallResult, width: int = 60) -> str:
     if tmp is not None and tmp.notes.get("entry_points"):
         lines.append(f"temporal entry points: {tmp.notes['entry_points']}")
     lines.append(
-        f"budget: {result.total_tokens}/{result.max_tokens} tokens, "
-        f"{len(result.results)} of {len(result.ranked)} candidates kept"
+        (
+            f"budget: {result.total_tokens}/{result.max_tokens} tokens, "
+            f"{len(result.results)} of {len(result.ranked)} candidates kept"
+        )
+        if shown is None
+        else (
+            f"budget: {result.max_tokens} tokens with the header line: {len(shown)} of "
+            f"{len(result.ranked)} candidates printed"
+        )
     )
     lines.append(
         "time (ms): " + ", ".join(f"{k} {v * 1000:.1f}" for k, v in result.timings.items())

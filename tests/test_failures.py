@@ -1049,3 +1049,25 @@ def test_a_long_question_leaves_the_budget_to_the_memories(db_path, output):
     out = mem(db_path, "recall", query, "--format", output)
     assert out.exit_code == 0, out.output
     assert "blue pot" in out.output and "…" in out.output.splitlines()[0]
+
+
+def test_the_trace_lists_what_the_text_printed_at_every_budget(db_path):
+    """Under a tight budget the text pays its header line first and may fit other memories
+    than the JSON's: the trace listed the JSON's (and said "1 of 3 kept") beside text that
+    printed another one."""
+    for text in (
+        "Priya lives in Alfama, Lisbon, in a blue house near tram line 28 and the old castle.",
+        "Maya prefers aisle seats on long flights.",
+        "The Lisbon trip is in May.",
+    ):
+        assert mem(db_path, "retain", text).exit_code == 0
+    for budget in range(20, 90, 4):
+        out = mem(db_path, "recall", "Lisbon", "--max-tokens", str(budget), "--trace")
+        if out.exit_code != 0:
+            continue  # the header line alone does not fit
+        body, _, trace = out.stdout.partition("\n\n  #")
+        printed = {line.split("] ", 1)[1] for line in body.splitlines() if line.startswith("[")}
+        rows = [line for line in trace.splitlines()[2:] if line[:3].strip().isdigit()]
+        assert len(rows) == len(printed), (budget, out.stdout)
+        for line in rows:
+            assert any(p[:20] in line for p in printed), (budget, out.stdout)
