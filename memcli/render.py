@@ -139,15 +139,25 @@ def to_text(result: RecallResult, decorate: bool = False, color: bool | None = N
 def to_markdown(result: RecallResult) -> str:
     """The memories as a Markdown list; heading and list fit --max-tokens as the text output
     does (the lowest ranked go first; the chunks have their own --max-chunk-tokens)."""
+    from memcli.recall.budget import fit_frame
+
     query = echoed_query(result.query)
     day = utc_to_local(result.now).date().isoformat()
     head = [f"## Memories for: {query}", "", f"As of {day}.", ""]
-    items = []
-    for c in result.results:
-        f = c.fact
-        who = f"**{one_line(f.context)}:** " if f.context else ""
-        items.append(f"- *{said_and_about(f)}* {who}{f.text}")
-    # Counted as printed: control characters show as escapes.
+    # As the text output does: the heading is paid first, and when the budget's memories
+    # do not fit beside it the room left is filled from the ranked list (a tight budget
+    # failed here where the text output printed a memory). Counted as printed: control
+    # characters show as escapes; the whole is counted again below, exactly.
+    chosen = fit_frame(
+        result.results,
+        result.ranked,
+        result.max_tokens,
+        _tokens(terminal_safe("\n".join(head))),
+        lambda c: _tokens(terminal_safe(_markdown_item(c))),
+        result.limit,
+        result.min_score,
+    )
+    items = [_markdown_item(c) for c in chosen]
     while items and _tokens(terminal_safe("\n".join(head + items))) > result.max_tokens:
         items.pop()
     if (result.results and not items) or _tokens(terminal_safe("\n".join(head))) > (
@@ -160,6 +170,12 @@ def to_markdown(result: RecallResult) -> str:
         for ch in result.chunks:
             lines += ["```text", ch["text"], "```", ""]
     return terminal_safe("\n".join(lines).rstrip() + "\n")
+
+
+def _markdown_item(c: Candidate) -> str:
+    f = c.fact
+    who = f"**{one_line(f.context)}:** " if f.context else ""
+    return f"- *{said_and_about(f)}* {who}{f.text}"
 
 
 def _tokens(text: str) -> int:

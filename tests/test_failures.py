@@ -1071,3 +1071,26 @@ def test_the_trace_lists_what_the_text_printed_at_every_budget(db_path):
         assert len(rows) == len(printed), (budget, out.stdout)
         for line in rows:
             assert any(p[:20] in line for p in printed), (budget, out.stdout)
+
+
+def test_markdown_fills_a_tight_budget_as_the_text_does(db_path):
+    """Where the top memory did not fit beside the Markdown heading, Markdown failed with
+    "cannot hold the Markdown heading and one memory" although a shorter one would have
+    fit (the text output printed it). It fails now only when none fits."""
+    from memcli.tokens import count_tokens
+
+    for text in (
+        "Priya lives in Alfama, Lisbon, in a blue house near tram line 28 and the old castle.",
+        "The Lisbon trip is in May.",
+    ):
+        assert mem(db_path, "retain", text).exit_code == 0
+    query = "Where does Priya live in Lisbon, near the castle?"
+    roomy = mem(db_path, "recall", query, "--format", "md").stdout.splitlines()
+    head, items = roomy[:4], [line for line in roomy if line.startswith("- ")]
+    assert len(items) == 2
+    for budget in range(20, 120, 2):
+        as_md = mem(db_path, "recall", query, "--max-tokens", str(budget), "--format", "md")
+        fits_one = any(count_tokens("\n".join(head + [item])) <= budget for item in items)
+        if fits_one:
+            assert as_md.exit_code == 0, (budget, as_md.output)
+            assert any(line.startswith("- ") for line in as_md.stdout.splitlines())
