@@ -111,7 +111,7 @@ complete -c mem -n '__mem_path forget' -l type -x -d 'world | experience | obser
 complete -c mem -n '__mem_path forget' -l context -x -d 'Facts of this speaker / source.'
 complete -c mem -n '__mem_path forget' -l before -x -d 'Facts said before WHEN.'
 complete -c mem -n '__mem_path forget' -l since -x -d 'Facts said at or after WHEN.'
-complete -c mem -n '__mem_path forget' -l query -x -d 'The facts recall ranks best for this query.'
+complete -c mem -n '__mem_path forget' -l query -x -d 'The facts recall ranks best for this query that match it (hold one of its words, or are as close to '
 complete -c mem -n '__mem_path forget' -l limit -x -d 'With --query: at most this many.'
 complete -c mem -n '__mem_path forget' -l dry-run -d 'Print what would be forgotten, change nothing.'
 complete -c mem -n '__mem_path forget' -l yes -s y -d 'Do not ask for confirmation.'

@@ -269,9 +269,11 @@ def plan_forget(
 
 
 def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[int]:
-    """The facts recall ranks best for --query (the same pipeline as `mem recall`)."""
+    """The facts recall ranks best for --query (the same pipeline as `mem recall`) that
+    match it."""
     from memcli.recall import RecallOptions
     from memcli.recall import recall as run_recall
+    from memcli.settings import RetainSettings
 
     options = RecallOptions(
         limit=sel.query_limit,
@@ -283,7 +285,17 @@ def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[i
         as_of=sel.as_of,
     )
     result = run_recall(store, bank, sel.query, options, embedder=embedder)
-    return [c.fact_id for c in result.results]
+    # Only facts that match the query: recall ranks the nearest facts of any query, and for
+    # one that matches nothing ("zxqv") those are unrelated memories, which a forget (an
+    # agent's through MCP asks no one) would remove. A fact matches when it holds a word of
+    # the query (the keyword arm found it) or is as close to it as retain's semantic links
+    # require of two facts.
+    floor = RetainSettings().semantic_link_floor
+    return [
+        c.fact_id
+        for c in result.results
+        if c.ranks.get("keyword") is not None or c.arm_scores.get("semantic", 0.0) >= floor
+    ]
 
 
 # What a forget reports it removed (forget's counts), in this order.

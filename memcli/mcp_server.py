@@ -442,7 +442,11 @@ def build_server(service: MemoryService) -> Any:
         since: Annotated[str | None, Field(description="Said at or after this time.")] = None,
         before: Annotated[str | None, Field(description="Said before this time.")] = None,
         query: Annotated[
-            str | None, Field(description="The facts recall ranks best for it.")
+            str | None,
+            Field(
+                description="The facts recall ranks best for it that match it (hold one of "
+                "its words, or are as close to it as linked facts)."
+            ),
         ] = None,
         limit: Annotated[
             int, Field(description="With query: at most this many.", gt=0, le=INT64_MAX)

@@ -668,3 +668,42 @@ def test_stats_of_a_bank_whose_memories_were_all_forgotten(db: Path) -> None:
 def test_messages_name_only_what_the_command_has(db: Path, args, needle, wrong):
     err = one_line_error(mem(db, *args), needle)
     assert wrong not in err
+
+
+@pytest.fixture
+def templated(tmp_path: Path) -> Path:
+    """Short templated facts, close to any short query (gibberish scores a cosine of ~0.3,
+    above recall's semantic floor, against them)."""
+    path = tmp_path / "templated.db"
+    rows = [
+        {"text": f"{who} {verb} a {thing} in {city} number {i}."}
+        for i, (who, verb, thing, city) in enumerate(
+            (w, v, t, c)
+            for w in ("Maya", "Priya")
+            for v in ("bought", "found")
+            for t in ("camera", "bike")
+            for c in ("Berlin", "Lisbon")
+        )
+    ]
+    ok(mem(path, "retain", "--jsonl", str(write_jsonl(tmp_path / "t.jsonl", rows))))
+    return path
+
+
+@pytest.mark.parametrize(
+    "query,selected",
+    [
+        ("zxqv", 0),  # gibberish: recall still ranks its nearest facts
+        ("qwrtzp vbnm", 0),
+        ("Priya camera Lisbon", 2),  # the facts that say it (and their neighbours by meaning)
+    ],
+)
+def test_forget_by_query_takes_only_facts_that_match_it(templated: Path, query, selected):
+    """forget --query took recall's top N whatever they were: for a query matching nothing,
+    N unrelated memories (an agent's forget through MCP asks no one). A fact is taken when
+    it holds a word of the query or is as close to it as retain's semantic links require."""
+    plan = json.loads(
+        ok(mem(templated, "forget", "--query", query, "--dry-run", "--format", "json"))
+    )
+    assert len(plan["would_forget"]) >= selected, plan
+    if selected == 0:
+        assert plan["would_forget"] == [], plan

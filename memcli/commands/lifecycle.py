@@ -326,7 +326,11 @@ def forget(
     before: Annotated[str | None, typer.Option(help="Facts said before WHEN.")] = None,
     since: Annotated[str | None, typer.Option(help="Facts said at or after WHEN.")] = None,
     query: Annotated[
-        str | None, typer.Option(help="The facts recall ranks best for this query.")
+        str | None,
+        typer.Option(
+            help="The facts recall ranks best for this query that match it (hold one of "
+            "its words, or are as close to it as linked facts)."
+        ),
     ] = None,
     limit: Annotated[int, typer.Option(help="With --query: at most this many.")] = 10,
     dry_run: Annotated[
