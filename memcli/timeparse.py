@@ -361,7 +361,13 @@ _YEAR_TAIL_RX = re.compile(rf"({_YEAR})\s*$")
 # Right after a date, a four-digit number that is no year we read (outside 1900..2100, so the
 # candidate did not take it): "March 3, 1850", "1 June 2101". Its day is not given the year
 # nearest to when it was said; it is no date.
-_YEAR_OFF_RANGE = re.compile(r",?\s+(?!19\d\d|20\d\d|2100)\d{4}(?![\w'’%]|[-/.:,]?\d)")
+# Only after a month or a day of one (the forms a year follows), only a number that reads as
+# a year (1000..1899 or 2101..2999, no leading zero), and not a count ("May, 3500 in June"
+# is 3,500 of something; "Yesterday 3000 runners" takes no year at all).
+_YEAR_OFF_RANGE = re.compile(
+    r",?\s+(?:1[0-8]\d\d|210[1-9]|21[1-9]\d|2[2-9]\d\d)(?![\w'’%]|[-/.:,]?\d)"
+)
+_MONTH_NAMED = re.compile(_MONTH, re.I)
 _RANGE_ITEM_RX = re.compile(
     rf"(?:the\s+)?(?:(?P<d1>{_DAYNUM})\s+(?:of\s+)?(?P<m1>{_MONTH})(?:,?\s+(?P<y1>{_YEAR}))?"
     rf"|(?P<m2>{_MONTH})(?:\s+(?P<d2>{_DAYNUM}))?(?:,?\s+(?P<y2>{_YEAR}))?|(?P<y3>{_YEAR}))",
@@ -1003,7 +1009,12 @@ def _scan_phrase(
                     hit = None  # "every Saturday", "on a Sunday": a habit, not a date
                 elif before in _OPEN_WORDS:
                     hit = scan._open(hit.span, before)  # "since last May", "until next week"
-            if hit is not None and _YEAR_OFF_RANGE.match(text, m.end()):
+            if (
+                hit is not None
+                and _MONTH_NAMED.search(m.group())
+                and not _HAS_YEAR.search(m.group())
+                and _YEAR_OFF_RANGE.match(text, m.end())
+            ):
                 hit = None  # "March 3, 1850": its year is one we do not read; no other year
             if hit is None:
                 continue  # rejected: an overlapping candidate may start at a later word

@@ -498,3 +498,23 @@ def test_an_iso_date_with_noon_or_midnight_keeps_its_day(word, hour, monkeypatch
     """dateparser read "2026-03-12 noon" as noon of the current day of the month."""
     monkeypatch.setenv("TZ", "UTC")
     assert parse_when(f"2026-03-12 {word}") == datetime(2026, 3, 12, hour)
+
+
+@pytest.mark.parametrize(
+    ("text", "day"),
+    [
+        ("Yesterday 3000 runners finished the marathon.", "2026-03-11"),
+        ("Last week 5000 fans came to the stadium.", "2026-03-02"),
+        ("On Monday, 1200 employees joined the call.", "2026-03-09"),
+        ("Today 1234 tickets were sold.", "2026-03-12"),
+        ("Meeting on 5 June 0900 sharp.", "2026-06-05"),
+        ("We sold 2500 units in May, 3500 in June.", "2026-05-01"),  # the nearest May
+    ],
+)
+def test_a_number_after_a_date_that_takes_no_year_keeps_the_date(text, day):
+    """The rule for "March 3, 1850" (a year we do not read: no date) took any four digits
+    after any date phrase, and "Yesterday 3000 runners" lost its date."""
+    from memcli.timeparse import extract_fact_time
+
+    span = extract_fact_time(text, datetime(2026, 3, 12, 15))
+    assert span is not None and span.start.date().isoformat() == day, (text, span)
