@@ -658,3 +658,20 @@ def test_an_export_killed_midway_leaves_no_file_behind_the_next_one(source: Path
         os.close(holder)
     assert not abandoned.exists() and busy.exists()
     assert sorted(p.name for p in folder.iterdir()) == sorted([busy.name, "out.jsonl"])
+
+
+def test_an_import_never_gives_a_forgotten_fact_id_again(tmp_path: Path) -> None:
+    """Import kept a file's ids where no fact used them now, or moved them past the largest
+    in use: ids of forgotten facts were given to imported ones (review of schema 8)."""
+    db = tmp_path / "reuse.db"
+    for text in ("Alice likes tea.", "Bob likes coffee.", "Carol plays cello.", "Dan fixes bikes."):
+        ok(mem(db, "retain", text))
+    ok(mem(db, "forget", "3", "4", "--yes"))
+    dump = tmp_path / "reuse.jsonl"
+    ok(mem(db, "export", "-o", str(dump)))
+    ok(mem(db, "import", str(dump), "--into", "copy"))
+    copied = [
+        json.loads(x)["id"]
+        for x in ok(mem(db, "--bank", "copy", "list", "--format", "jsonl")).splitlines()
+    ]
+    assert min(copied) > 4, copied

@@ -505,6 +505,10 @@ class LifecycleMixin:
     # -- import (rows as exported; call inside atomic()) ---------------------------------
 
     def ids_taken(self, table: str, lo: int, hi: int) -> bool:
+        """Whether an id in lo..hi is in use, or (facts) was given to a fact since forgotten:
+        a fact id names one memory for good (schema 8)."""
+        if table == "facts" and lo <= self._forgotten_fact_high():
+            return True
         return (
             self.conn.execute(
                 f"SELECT 1 FROM {table} WHERE id BETWEEN ? AND ? LIMIT 1", (lo, hi)
@@ -513,7 +517,13 @@ class LifecycleMixin:
         )
 
     def max_id(self, table: str) -> int:
-        return self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]
+        """The largest id in use (facts: or ever given, forgotten since)."""
+        used = self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]
+        return max(used, self._forgotten_fact_high()) if table == "facts" else used
+
+    def _forgotten_fact_high(self) -> int:
+        value = self.get_meta("fact_id_high")  # type: ignore[attr-defined]
+        return int(value) if value and value.isdigit() else 0
 
     def create_bank_row(self, name: str, created_at: str) -> int:
         self.conn.execute("INSERT INTO banks(name, created_at) VALUES(?, ?)", (name, created_at))
