@@ -271,6 +271,7 @@ def plan_forget(
 def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[int]:
     """The facts recall ranks best for --query (the same pipeline as `mem recall`) that
     match it."""
+    from memcli import fts
     from memcli.recall import RecallOptions
     from memcli.recall import recall as run_recall
     from memcli.settings import RetainSettings
@@ -288,13 +289,20 @@ def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[i
     # Only facts that match the query: recall ranks the nearest facts of any query, and for
     # one that matches nothing ("zxqv") those are unrelated memories, which a forget (an
     # agent's through MCP asks no one) would remove. A fact matches when it holds a word of
-    # the query (the keyword arm found it) or is as close to it as retain's semantic links
+    # the query in its own words (text, speaker, entities: not the lead-in, what was said
+    # before it) or is as close to it as retain's semantic links
     # require of two facts.
     floor = RetainSettings().semantic_link_floor
+    expression = fts.match_expression(fts.query_terms(sel.query))
+    worded = (
+        store.own_words_match([c.fact_id for c in result.results], expression)
+        if expression
+        else set()
+    )
     return [
         c.fact_id
         for c in result.results
-        if c.ranks.get("keyword") is not None or c.arm_scores.get("semantic", 0.0) >= floor
+        if c.fact_id in worded or c.arm_scores.get("semantic", 0.0) >= floor
     ]
 
 

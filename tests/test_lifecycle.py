@@ -707,3 +707,18 @@ def test_forget_by_query_takes_only_facts_that_match_it(templated: Path, query, 
     assert len(plan["would_forget"]) >= selected, plan
     if selected == 0:
         assert plan["would_forget"] == [], plan
+
+
+def test_forget_by_query_matches_a_facts_own_words_not_what_was_said_before(tmp_path: Path):
+    """A reply is indexed with what it answers (its lead-in), so "kitten" found Bob's line
+    about Berlin through Alice's line before it, and forget --query kitten took it."""
+    db = tmp_path / "conv.db"
+    rows = [
+        {"text": "I adopted a kitten last week.", "context": "Alice",
+         "timestamp": "2026-03-01T10:00:00", "document_id": "chat"},
+        {"text": "My brother is moving to Berlin in spring.", "context": "Bob",
+         "timestamp": "2026-03-01T10:01:00", "document_id": "chat"},
+    ]  # fmt: skip
+    ok(mem(db, "retain", "--jsonl", str(write_jsonl(tmp_path / "conv.jsonl", rows))))
+    plan = json.loads(ok(mem(db, "forget", "--query", "kitten", "--dry-run", "--format", "json")))
+    assert [f["text"] for f in plan["facts"]] == ["I adopted a kitten last week."]

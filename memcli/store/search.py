@@ -118,6 +118,18 @@ class SearchMixin:
             (expression, bank_id, *params, limit),
         ).fetchall()
 
+    def own_words_match(self, fact_ids: Sequence[int], expression: str) -> set[int]:
+        """Of these facts, those whose own words (text, speaker, entity names) match an FTS5
+        expression built by fts.py; not the lead-in, which holds what was said before."""
+        if not fact_ids:
+            return set()
+        rows = self.conn.execute(
+            "SELECT rowid FROM fact_fts WHERE fact_fts MATCH ? AND rowid IN "
+            "(SELECT value FROM json_each(?))",
+            (f"{{text context entities}} : ({expression})", id_json(fact_ids)),
+        ).fetchall()
+        return {r[0] for r in rows}
+
     def keyword_match_count(self, expression: str) -> int:
         """How many facts (of any bank) match an FTS5 expression: a term's rarity."""
         return self.conn.execute(
