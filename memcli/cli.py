@@ -251,6 +251,18 @@ def retain(
                 summary = retainer.retain(items, advance)
             else:
                 old = lifecycle.current_fact(store, state.bank, supersedes)
+                if (
+                    not append
+                    and old.document_id is not None
+                    and any(item.document_id == old.document_id for item in items)
+                ):
+                    # The replace would delete the fact this corrects, in the same write.
+                    fail(
+                        f"fact {supersedes} is part of document {old.document_id!r}, which this "
+                        "retain replaces: give --append to add the correction to it, or retain "
+                        "the document again without --supersedes",
+                        2,
+                    )
                 items = lifecycle.as_corrections(store, old, items)
                 summary, _ = lifecycle.retain_superseding(store, old, retainer, items, advance)
         if as_json:

@@ -722,3 +722,34 @@ def test_forget_by_query_matches_a_facts_own_words_not_what_was_said_before(tmp_
     ok(mem(db, "retain", "--jsonl", str(write_jsonl(tmp_path / "conv.jsonl", rows))))
     plan = json.loads(ok(mem(db, "forget", "--query", "kitten", "--dry-run", "--format", "json")))
     assert [f["text"] for f in plan["facts"]] == ["I adopted a kitten last week."]
+
+
+def test_supersedes_a_fact_of_the_document_being_replaced_is_refused_before_writing(tmp_path):
+    """`retain --document notes --supersedes 1` where fact 1 is in notes: the replace deleted
+    fact 1 in the same transaction, and the correction failed saying it "was forgotten
+    meanwhile" (before this session it replaced the document and closed nothing)."""
+    db = tmp_path / "sup.db"
+    ok(mem(db, "retain", "--document", "notes", "Alice lives in Lyon."))
+    err = one_line_error(
+        mem(db, "retain", "--document", "notes", "--supersedes", "1", "Alice lives in Nice."),
+        "document 'notes'",
+    )
+    assert "meanwhile" not in err
+    assert [
+        json.loads(x)["text"] for x in ok(mem(db, "list", "--format", "jsonl")).splitlines()
+    ] == ["Alice lives in Lyon."]
+    ok(
+        mem(
+            db,
+            "retain",
+            "--document",
+            "notes",
+            "--append",
+            "--supersedes",
+            "1",
+            "Alice lives in Nice.",
+        )
+    )
+    assert [
+        json.loads(x)["text"] for x in ok(mem(db, "list", "--format", "jsonl")).splitlines()
+    ] == ["Alice lives in Nice."]
