@@ -487,3 +487,26 @@ def test_a_live_import_whose_process_id_means_nothing_here_is_not_purged(db_path
     finally:
         importer.close()
         writer.close()
+
+
+def test_a_lock_file_of_an_importer_killed_before_its_first_commit_is_removed(db_path):
+    """kill -9 inside the first write of a document import left its lock file beside the
+    store for good: no staging bank row names it, so nothing removed it."""
+    import fcntl
+
+    assert runner.invoke(app, ["--db", str(db_path), "retain", "seed"]).exit_code == 0
+    orphan = db_path.with_name(f".{db_path.name}.staging-4242-deadbeef.lock")
+    orphan.write_text("")
+    live = db_path.with_name(f".{db_path.name}.staging-4343-cafebabe.lock")
+    live.write_text("")
+    holder = os.open(live, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # an importer at work, its row not committed yet
+    try:
+        out = runner.invoke(
+            app, ["--db", str(db_path), "retain", "--document", "d1", "Bob lives in Rome."]
+        )
+        assert out.exit_code == 0, out.output
+    finally:
+        os.close(holder)
+    assert not orphan.exists() and live.exists()
+    assert not list(db_path.parent.glob(f".{db_path.name}.staging-{os.getpid()}-*.lock"))

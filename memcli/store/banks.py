@@ -175,6 +175,30 @@ class BanksMixin:
             out.append(bank_id)
         return out
 
+    def remove_orphan_staging_locks(self) -> None:
+        """Remove the staging lock files beside the store that no staging bank names and no
+        process holds. Inside atomic()."""
+        path = self.path  # type: ignore[attr-defined]
+        owned = {
+            str(owner).replace(":", "-")
+            for (owner,) in self.conn.execute(
+                "SELECT owner FROM banks WHERE kind = 'staging' AND owner IS NOT NULL"
+            )
+        }
+        prefix = f".{path.name}.staging-"
+        try:
+            names = [p for p in path.parent.iterdir() if p.name.startswith(prefix)]
+        except OSError:
+            return
+        for lock in names:
+            key = lock.name[len(prefix) :].removesuffix(".lock")
+            if lock.name.endswith(".lock") and key not in owned and lock.is_file():
+                if not _held(lock):
+                    try:
+                        lock.unlink()
+                    except OSError:
+                        pass  # gone meanwhile, or not ours to remove
+
     def abandoned_staging_lock(self, owner: str | None) -> Path | None:
         """The lock file of an abandoned staging bank's owner, to remove with the bank."""
         pid, _, token = (owner or "").partition(":")

@@ -151,8 +151,11 @@ class DocumentsMixin:
         return counts
 
     def purge_abandoned_staging(self) -> int:
-        """Drop staging banks left by killed processes. Call inside atomic()."""
+        """Drop staging banks left by killed processes, and lock files no staging bank owns
+        and nobody holds (a process killed before its staging bank's row committed). Call
+        inside atomic(): a new staging bank's row and lock come in its owner's write."""
         banks = self.abandoned_staging_banks()  # type: ignore[attr-defined]
         for staging_bank in banks:
             self.discard_staging(staging_bank)
+        self.remove_orphan_staging_locks()  # type: ignore[attr-defined]
         return len(banks)
