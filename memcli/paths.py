@@ -55,7 +55,11 @@ def _abandoned_temps(dest: Path) -> list[Path]:
     gone = []
     for path in names:
         try:
-            fd = os.open(path, os.O_RDONLY)
+            # A regular file only (a folder or a fifo of that name is not ours), opened
+            # without following a link and without waiting on a fifo's writer.
+            if not path.is_file() or path.is_symlink():
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             continue
         try:
@@ -80,7 +84,10 @@ def write_atomically(
     if parents:
         dest.parent.mkdir(parents=True, exist_ok=True)
     for stale in _abandoned_temps(dest):
-        stale.unlink(missing_ok=True)
+        try:
+            stale.unlink()
+        except OSError:
+            pass  # gone meanwhile, or not ours to remove
     tmp = temp_path_beside(dest)
     lock = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
     try:

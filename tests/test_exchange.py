@@ -675,3 +675,18 @@ def test_an_import_never_gives_a_forgotten_fact_id_again(tmp_path: Path) -> None
         for x in ok(mem(db, "--bank", "copy", "list", "--format", "jsonl")).splitlines()
     ]
     assert min(copied) > 4, copied
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_name_like_a_temp_file_that_is_no_file_is_left_alone(source: Path, tmp_path, kind):
+    """The sweep of abandoned temp files opened any matching name: a folder of that name
+    failed the export ("Is a directory"), a fifo hung it."""
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    odd = folder / ".out.jsonl.123.abcdef12.tmp"
+    if kind == "folder":
+        odd.mkdir()
+    else:
+        os.mkfifo(odd)
+    ok(mem(source, "export", "-o", str(folder / "out.jsonl")))
+    assert odd.exists() and (folder / "out.jsonl").is_file()
