@@ -39,12 +39,30 @@ def temp_path_beside(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
+def lock_held(path: Path, *, if_unopenable: bool = True) -> bool:
+    """Whether another open file description holds an flock on path: a writer at work (a
+    process id alone could be another namespace's or another host's). A file that cannot be
+    opened (gone, or not ours) counts as if_unopenable says."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return if_unopenable
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def _abandoned_temps(dest: Path) -> list[Path]:
     """write_atomically's temp files beside dest whose writer is gone (killed: kill -9 left
     a hidden file as big as an export beside it). A writer holds an flock on its temp file
-    until the rename, so one whose lock anyone can take is abandoned; a process id alone
-    could be another namespace's or another host's."""
-    import fcntl
+    until the rename, so one whose lock anyone can take is abandoned. Regular files only:
+    a folder or a fifo of that name is not ours."""
     import re
 
     pattern = re.compile(rf"^\.{re.escape(dest.name)}\.\d+\.[0-9a-f]{{8}}\.tmp$")
@@ -52,24 +70,9 @@ def _abandoned_temps(dest: Path) -> list[Path]:
         names = [p for p in dest.parent.iterdir() if pattern.match(p.name)]
     except OSError:
         return []
-    gone = []
-    for path in names:
-        try:
-            # A regular file only (a folder or a fifo of that name is not ours), opened
-            # without following a link and without waiting on a fifo's writer.
-            if not path.is_file() or path.is_symlink():
-                continue
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            gone.append(path)
-        except OSError:
-            pass  # its writer is at work
-        finally:
-            os.close(fd)
-    return gone
+    return [
+        path for path in names if path.is_file() and not path.is_symlink() and not lock_held(path)
+    ]
 
 
 def write_atomically(

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from memcli.paths import lock_held
 from memcli.store.base import process_runs
 from memcli.store.types import StoreError, iso
 
@@ -21,21 +22,6 @@ def check_bank_name(name: str) -> str:
     if name.startswith("\x00") or any(ord(ch) < 32 for ch in name):
         raise StoreError(f"bad bank name {name!r}: control characters are not allowed")
     return name
-
-
-def _held(lock: Path) -> bool:
-    """Whether some process holds an flock on this file (False when there is no file)."""
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
 
 
 class BanksMixin:
@@ -170,7 +156,7 @@ class BanksMixin:
             pid, _, token = (owner or "").partition(":")
             if pid.isdigit() and process_runs(int(pid)):
                 continue
-            if token and _held(self._staging_lock_path(pid, token)):
+            if token and lock_held(self._staging_lock_path(pid, token), if_unopenable=False):
                 continue
             out.append(bank_id)
         return out
@@ -193,13 +179,14 @@ class BanksMixin:
         for lock in names:
             key = lock.name[len(prefix) :].removesuffix(".lock")
             if lock.name.endswith(".lock") and key not in owned and lock.is_file():
-                if not _held(lock):
+                if not lock_held(lock, if_unopenable=False):
                     try:
                         lock.unlink()
                     except OSError:
                         pass  # gone meanwhile, or not ours to remove
 
-    def abandoned_staging_lock(self, owner: str | None) -> Path | None:
-        """The lock file of an abandoned staging bank's owner, to remove with the bank."""
+    def staging_lock_of(self, owner: str | None) -> Path | None:
+        """The lock file a staging bank's owner ("PID:TOKEN") holds, None for an owner of
+        older mem (a process id alone)."""
         pid, _, token = (owner or "").partition(":")
         return self._staging_lock_path(pid, token) if token else None

@@ -25,6 +25,7 @@ from urllib.parse import quote
 import apsw
 import sqlite_vec
 
+from memcli.paths import lock_held
 from memcli.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
@@ -225,19 +226,9 @@ def process_runs(pid: int) -> bool:
 
 
 def _locked(file: Path) -> bool:
-    """Whether another open file description holds an flock on file (its builder)."""
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
+    """Whether another open file description holds an flock on file (its builder); True
+    when it cannot be opened (it cannot be ruled out)."""
+    return lock_held(file)
 
 
 def make_private_folders(path: Path) -> list[Path]:

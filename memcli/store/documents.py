@@ -144,10 +144,11 @@ class DocumentsMixin:
         self.conn.execute("DELETE FROM chunks WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM documents WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
+        # Ours: let go of it; a killed owner's (nobody holds it): its file goes too.
         self.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
-        lock = self.abandoned_staging_lock(owner[0] if owner else None)  # type: ignore[attr-defined]
-        if lock is not None and not self.__dict__.get("_staging_locks", {}).get(staging_bank):
-            lock.unlink(missing_ok=True)  # a killed owner's lock file (nobody holds it)
+        lock = self.staging_lock_of(owner[0] if owner else None)  # type: ignore[attr-defined]
+        if lock is not None:
+            lock.unlink(missing_ok=True)
         return counts
 
     def purge_abandoned_staging(self) -> int:
