@@ -240,10 +240,18 @@ def retain(
     from memcli import progress as progress_mod
     from memcli.store import StoreError
 
+    item_texts = [item.text for item in items]
+    model = None
+    if not state.db.expanduser().exists():
+        # No store yet: what can fail without one fails before one is made.
+        if supersedes is not None:
+            fail(f"no fact {supersedes} in bank {state.bank!r}; nothing stored")
+        model = load_bank_embedder_or_fail(None, state.bank, embedder, item_texts)
     store = open_store(create=True)
     try:
-        item_texts = [item.text for item in items]
-        model = load_bank_embedder_or_fail(store, state.bank, embedder, item_texts)
+        if model is None or store.bank_id(state.bank) is not None:
+            # (a bank another process made meantime has its own embedder)
+            model = load_bank_embedder_or_fail(store, state.bank, embedder, item_texts)
         retainer = Retainer(store, state.bank, model, keep_stored=as_json, append=append)
         retainer.summary.invalid = invalid
         with progress_mod.bar(len(items), "retaining") as advance:

@@ -121,16 +121,17 @@ def open_store(create: bool, readonly: bool = False) -> Store:
 
 
 def load_bank_embedder_or_fail(
-    store: Store, bank: str, flag: str | None = None, texts: list[str] | None = None
+    store: Store | None, bank: str, flag: str | None = None, texts: list[str] | None = None
 ) -> Embedder:
     """The embedder for a bank: --embedder (flag) > the `embedder` setting (MEM_EMBEDDER, the
     config file) > the model the bank was made with > for a new bank, the one its first texts
-    suit (memcli/models/choice.py: mostly CJK -> multilingual e5). One-line error exit."""
+    suit (memcli/models/choice.py: mostly CJK -> multilingual e5). store None: no store yet,
+    so a new bank. One-line error exit."""
     from memcli.models import ModelError, choice
     from memcli.models.embedder import load_embedder
 
     override = configured("embedder", flag)
-    bank_id = store.bank_id(bank)
+    bank_id = store.bank_id(bank) if store is not None else None
     recorded = store.bank_embedder(bank_id)[0] if bank_id is not None else None
     try:
         return load_embedder(choice.for_bank(recorded, override, texts, bank=bank).spec)

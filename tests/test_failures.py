@@ -1094,3 +1094,20 @@ def test_markdown_fills_a_tight_budget_as_the_text_does(db_path):
         if fits_one:
             assert as_md.exit_code == 0, (budget, as_md.output)
             assert any(line.startswith("- ") for line in as_md.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--embedder", "/nonexistent/model.gguf"], "not found"),
+        (["--supersedes", "3"], "no fact 3"),
+    ],
+)
+def test_a_first_retain_that_fails_makes_no_store(tmp_path, args, needle):
+    """A first retain that failed (a mistyped --embedder, a fact to supersede in a store
+    that does not exist) left a 150 KB empty store at --db: a failed command wrote a file."""
+    db = tmp_path / "new.db"
+    out = runner.invoke(app, ["--db", str(db), "retain", "The spare key is under the pot.", *args])
+    assert out.exit_code == 1, out.output
+    one_error_line(out.output, needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
