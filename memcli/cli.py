@@ -701,6 +701,16 @@ def _stdout_reader_gone() -> bool:
     return now is not None and now != _stdout_at_start and now == _file_identity(os.devnull)
 
 
+def _writable(fd: int) -> bool:
+    """Whether fd is open for writing (True when that cannot be told)."""
+    import fcntl
+
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
+    except OSError:
+        return True
+
+
 def _file_identity(fd_or_path: int | str) -> tuple[int, int, int] | None:
     try:
         st = os.fstat(fd_or_path) if isinstance(fd_or_path, int) else os.stat(fd_or_path)
@@ -741,10 +751,12 @@ def main() -> None:
     global _stdout_at_start
     _stdout_at_start = _file_identity(1)
     for name in ("stdout", "stderr"):
-        if getattr(sys, name) is None:
+        if getattr(sys, name) is None or (name == "stderr" and not _writable(2)):
             # Closed by the caller (`2>&-`, `>&-`): Python leaves the stream None, and every
             # write or flush raised after the work was done (a stored retain exited 1). What
-            # is written goes nowhere, as to a reader that went away.
+            # is written goes nowhere, as to a reader that went away. So does a message to
+            # a stderr opened for reading only (`2</dev/null`); results on such a stdout
+            # are not delivered, which is an error.
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     click_error, click_abort = _click_exceptions()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

@@ -1111,3 +1111,20 @@ def test_a_first_retain_that_fails_makes_no_store(tmp_path, args, needle):
     assert out.exit_code == 1, out.output
     one_error_line(out.output, needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_stderr_open_for_reading_only_is_no_failure_of_a_stored_retain(db_path, tmp_path):
+    """`mem retain ... 2</dev/null` (the message stream opened for reading) stored the
+    memory, then failed writing its summary line: "Bad file descriptor", exit 1, and a cron
+    job would retain again. A stderr nobody can write is as a closed one."""
+    seeded(db_path)
+    with open(os.devnull, "rb") as read_only:
+        done = subprocess.run(
+            [sys.executable, "-m", "memcli", "--db", str(db_path), "retain", "A second note."],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=read_only,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stdout
+    assert fact_count(db_path) == 2
