@@ -167,7 +167,7 @@ def store_figures(db: Path) -> dict:
     from memcli.store import Store
 
     with Store(db) as store:
-        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.checkpoint()
         facts = store.fact_count()
         links = store.link_count()
     size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))

@@ -365,8 +365,8 @@ def import_lines(
 
     counts = dict.fromkeys((*KINDS, "reembedded"), 0)
     renumbered: list[str] = []
-    with store.atomic() as conn:
-        conn.execute("PRAGMA defer_foreign_keys = ON")
+    with store.atomic():
+        store.defer_foreign_keys()
         # Again under the write lock: another import may have made it since (it failed
         # with "UNIQUE constraint failed: banks.name").
         _check_bank_is_new(store, target)

@@ -439,6 +439,16 @@ class StoreBase:
                 self._after_rollback()
                 raise
 
+    def defer_foreign_keys(self) -> None:
+        """Check foreign keys at this transaction's commit, not at each statement: an import
+        writes rows before the rows they point to."""
+        self.conn.execute("PRAGMA defer_foreign_keys = ON")
+
+    def checkpoint(self) -> None:
+        """Move the write-ahead log into the main file and empty it, so that the main file's
+        size is the store's (the scale bench's bytes per fact)."""
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def _after_rollback(self) -> None:
         """Drop what caches know of writes that were just rolled back (mixins extend it)."""
 
