@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -492,6 +493,7 @@ async def _serve_stdio(server: Any) -> None:
     client would wait forever. Such lines get a JSON-RPC error (id null: JSON-RPC 2.0,
     section 5.1) instead."""
     import anyio
+    import mcp_types as types
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
@@ -499,9 +501,13 @@ async def _serve_stdio(server: Any) -> None:
     # Errors for the requests screened out of stdin, unbounded: the reader never waits on
     # the writer.
     refused, refusals = anyio.create_memory_object_stream[SessionMessage](float("inf"))
+    # Ids of the requests handed to the SDK and not yet answered: at the end of input the
+    # SDK stops, and a call still running got no answer (its write committed all the same).
+    unanswered: Counter = Counter()
     with _claimed_stdin() as lines:
         async with stdio_server(stdin=_screened(lines, refused)) as (wire_in, wire_out):
             send, receive = anyio.create_memory_object_stream[SessionMessage](0)
+            replies, sent = anyio.create_memory_object_stream[SessionMessage](0)
 
             async def screen() -> None:
                 async with send:
@@ -511,7 +517,30 @@ async def _serve_stdio(server: Any) -> None:
                             if error is not None:
                                 await wire_out.send(SessionMessage(error))
                         else:
+                            message = item.message
+                            if isinstance(message, types.JSONRPCRequest):
+                                unanswered[message.id] += 1
+                            elif (
+                                isinstance(message, types.JSONRPCNotification)
+                                and message.method == "notifications/cancelled"
+                            ):
+                                # A cancelled request gets no answer (MCP's cancellation).
+                                params = message.params
+                                cancelled = (
+                                    params.get("requestId") if isinstance(params, dict) else None
+                                )
+                                if isinstance(cancelled, (int, str)):
+                                    unanswered.pop(cancelled, None)
                             await send.send(item)
+                    while +unanswered:  # end of input: the calls in flight answer first
+                        await anyio.sleep(0.01)
+
+            async def relay_replies() -> None:
+                async with sent:
+                    async for reply in sent:
+                        await wire_out.send(reply)
+                        if isinstance(reply.message, (types.JSONRPCResponse, types.JSONRPCError)):
+                            unanswered[reply.message.id] -= 1
 
             async def answer_refusals() -> None:
                 async with refusals:
@@ -521,8 +550,12 @@ async def _serve_stdio(server: Any) -> None:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(screen)
                 tasks.start_soon(answer_refusals)
-                await lowlevel.run(receive, wire_out, lowlevel.create_initialization_options())
+                async with anyio.create_task_group() as serving:
+                    # The relay ends when the SDK closes its end, its last reply written.
+                    serving.start_soon(relay_replies)
+                    await lowlevel.run(receive, replies, lowlevel.create_initialization_options())
                 tasks.cancel_scope.cancel()
+            await wire_out.aclose()  # the SDK closed the stream it was given, not this one
 
 
 @contextmanager
@@ -544,7 +577,9 @@ def _claimed_stdin() -> Iterator[Any]:
         os.close(null)
     try:
         raw = os.fdopen(wire, "rb", closefd=False)
-        yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8", errors="replace"))
+        # Bytes that are not UTF-8 come through as surrogate escapes, for _refusal to turn
+        # down (decoded as U+FFFD, they were stored as such).
+        yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape"))
     finally:
         os.dup2(wire, 0)
 
@@ -576,26 +611,45 @@ def _refusal(line: str) -> tuple[str | int | None, int, str] | None:
     other line."""
     import mcp_types as types
 
+    not_utf8 = not _is_text(line)  # bytes that are not UTF-8 (surrogate escapes, see above)
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):
+        if not_utf8:
+            return None, types.PARSE_ERROR, "Parse error: the line is not valid UTF-8"
         return None  # the SDK's reader answers with a parse error
     if not isinstance(message, dict) or "method" not in message or "id" not in message:
-        return None
+        return (
+            (None, types.PARSE_ERROR, "Parse error: the line is not valid UTF-8")
+            if (not_utf8)
+            else None
+        )
     request_id = message["id"]
     # bool is an int to Python, but no JSON-RPC id.
     if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         return None, types.INVALID_REQUEST, "Invalid request: the id must be a string or an integer"
-    try:
-        line.encode("utf-8")
-        json.dumps(message, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
+    if isinstance(request_id, str) and not _is_text(request_id):
+        # An id that cannot be written back: the reply that echoed it failed, and took the
+        # connection down with it.
+        return None, types.INVALID_REQUEST, "Invalid request: the id is not valid text"
+    if not_utf8:
+        return request_id, types.INVALID_PARAMS, "Invalid params: the request is not valid UTF-8"
+    if not _is_text(json.dumps(message, ensure_ascii=False)):
         return (
             request_id,
             types.INVALID_PARAMS,
             "Invalid params: a lone surrogate escape (half of a character) is no text",
         )
     return None
+
+
+def _is_text(value: str) -> bool:
+    """Whether value can be written as UTF-8 (no lone surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _wire_error(exc: Exception) -> Any:

@@ -16,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 from typer.testing import CliRunner
 
 from memcli.cli import app
+from memcli.store import Store
 
 
 def server_params(db: Path, *extra: str, **env_vars: str) -> StdioServerParameters:
@@ -332,3 +333,72 @@ def test_tool_errors_name_the_tools_arguments_not_cli_flags(db_path):
     assert "--" not in text_of(nothing) and "--" not in text_of(blank)
     assert not by_type.is_error, text_of(by_type)
     assert len(by_type.structured_content["would_forget"]) == 1
+
+
+def _raw_session(db_path: Path, lines: list[bytes]) -> tuple[list[dict], int]:
+    """Write these lines (after initialize) to a server, close its stdin, and read every
+    reply until it exits: (replies, exit code)."""
+    import subprocess
+
+    params = server_params(db_path)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    head = [json.dumps(init).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}']
+    done = subprocess.run(
+        [params.command, *params.args],
+        input=b"\n".join([*head, *lines]) + b"\n",
+        capture_output=True,
+        env={**os.environ, **(params.env or {})},
+        timeout=240,
+    )
+    replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return replies, done.returncode
+
+
+def test_a_request_the_server_cannot_echo_is_answered_and_the_server_goes_on(db_path):
+    """An id with a lone surrogate escape killed the server: its error reply echoed the id,
+    the write failed and took the connection down (ExceptionGroup, exit 1), so the next
+    request got no answer. Bytes that are not UTF-8 were read as U+FFFD and stored."""
+    ping = b'{"jsonrpc": "2.0", "id": %d, "method": "ping"}'
+    retain = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "retain", "arguments": {"text": "Cafe Lisboa opened."}},
+    }
+    not_utf8 = json.dumps(retain).encode().replace(b"Cafe", b"Caf\xe9")
+    replies, code = _raw_session(
+        db_path,
+        [ping % 1, b'{"jsonrpc": "2.0", "id": "a\\ud800", "method": "ping"}', not_utf8, ping % 2],
+    )
+    assert code == 0
+    by_id = {r.get("id"): r for r in replies}
+    assert by_id[1]["result"] == {} and by_id[2]["result"] == {}
+    assert by_id[None]["error"]["code"] in (-32600, -32602)  # the id cannot be echoed
+    assert by_id[3]["error"]["code"] == -32602 and "UTF-8" in by_id[3]["error"]["message"]
+    assert not db_path.exists() or Store(db_path).fact_count() == 0
+
+
+def test_requests_in_flight_when_the_client_closes_stdin_are_answered(db_path):
+    """A client that sends its last request and closes its end got no answer to it, though
+    its write was committed: the server stopped at end of input with the call in flight."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "tools/call",
+        "params": {"name": "retain", "arguments": {"text": "Moved to Lagos in May."}},
+    }
+    replies, code = _raw_session(db_path, [json.dumps(call).encode()])
+    assert code == 0
+    answer = next((r for r in replies if r.get("id") == 5), None)
+    assert answer is not None, replies
+    assert answer["result"]["isError"] is False
+    assert Store(db_path).fact_count() == 1
