@@ -92,6 +92,12 @@ def main_options(
         return
     state.db = Path(configured("db", str(db) if db else None)).expanduser()
     state.bank = configured("bank", bank)
+    from memcli.labels import bank_name_problem
+
+    problem = bank_name_problem(state.bank)
+    if problem:  # before any file is opened or made
+        source = state.sources["bank"].source
+        fail(f"{'--bank' if source == 'flag' else source}: {problem}", 2)
     threads = configured("threads")
     if state.sources["threads"].source.startswith("config"):
         # The embedder reads MEM_THREADS when llama.cpp loads (memcli/models/embedder.py).
@@ -178,6 +184,7 @@ def retain(
 ) -> None:
     """Remember text: split it into facts, find entities and dates, link and embed them."""
     from memcli.ingest import InputError, decode_lines, items_from_jsonl, items_from_text
+    from memcli.labels import label_problem
     from memcli.retain import Retainer, RetainError
     from memcli.timeparse import parse_when
 
@@ -193,6 +200,10 @@ def retain(
         fail(f"--at {at} is in the future: a correction is made now or was made earlier", 2)
     if fact_type is not None and fact_type not in FACT_TYPES:
         fail(f"--type: unknown type {fact_type!r} (use {', '.join(FACT_TYPES)})", 2)
+    for flag, value in [("--tag", t) for t in tag or []] + [("--document", document)]:
+        problem = label_problem(value) if value is not None else None
+        if problem:
+            fail(f"{flag} {value!r} {problem}", 2)
     defaults: dict[str, Any] = {
         "timestamp": when,
         "context": context,

@@ -78,12 +78,12 @@ def item_from_json(obj: Any, defaults: dict[str, Any]) -> RetainItem:
             timestamp = parse_when(str(raw))
         except ValueError as exc:
             raise ValueError(f"bad timestamp: {exc}") from exc
-    tags = obj.get("tags", defaults.get("tags") or [])
+    tags = _given(obj, "tags", defaults.get("tags") or [])
     if isinstance(tags, str):
         tags = [tags]
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ValueError('"tags" must be a list of strings')
-    fact_type = obj.get("type", defaults.get("fact_type"))
+    fact_type = _given(obj, "type", defaults.get("fact_type"))
     if fact_type is not None and fact_type not in FACT_TYPES:
         raise ValueError(f"unknown type {fact_type!r}")
     metadata = obj.get("metadata")
@@ -93,7 +93,7 @@ def item_from_json(obj: Any, defaults: dict[str, Any]) -> RetainItem:
         raise ValueError('"metadata" must be an object')
     source_id = _scalar(obj, "id", None)
     document_id = _scalar(obj, "document_id", defaults.get("document_id"))
-    context = obj.get("context", defaults.get("context"))
+    context = _given(obj, "context", defaults.get("context"))
     if context is not None and not isinstance(context, str):
         raise ValueError('"context" must be a string')
     item = RetainItem(
@@ -112,9 +112,15 @@ def item_from_json(obj: Any, defaults: dict[str, Any]) -> RetainItem:
         raise ValueError(str(exc)) from None
 
 
+def _given(obj: dict, key: str, default: Any) -> Any:
+    """A field's value; null is a field not given, as for "timestamp" (the flag's value)."""
+    value = obj.get(key)
+    return default if value is None else value
+
+
 def _scalar(obj: dict, key: str, default: Any) -> str | None:
     """An id field: a string, or a number taken as its decimal form."""
-    value = obj.get(key, default)
+    value = _given(obj, key, default)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -138,6 +144,8 @@ def _json_line(line: str) -> Any:
         return json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON ({exc.msg})") from exc
+    except ValueError:  # Python's limit on the digits of an integer it converts
+        raise ValueError("a number is too long (over 4,300 digits)") from None
     except RecursionError:
         raise ValueError("not JSON this program can read: nested too deeply") from None
 

@@ -34,6 +34,7 @@ from memcli import blocks, tokens
 from memcli import entities as entity_mod
 from memcli.clock import utc_to_local, utcnow
 from memcli.display import has_visible_text, one_line
+from memcli.labels import label_problem
 from memcli.settings import RetainSettings
 from memcli.split import split_text, starts_with_cause
 from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
@@ -182,14 +183,18 @@ def check_item(item: RetainItem) -> RetainItem:
         # A context is a one-line label (who said it): a line break in it would print as
         # the start of another memory block, dated as the name liked.
         item.context = one_line(item.context) if has_visible_text(item.context) else None
-    if item.document_id is not None and not item.document_id.strip():
-        raise RetainError("document_id is empty")
+    for name in ("source_id", "document_id"):
+        value = getattr(item, name)
+        problem = label_problem(value) if value is not None else None
+        if problem:
+            raise RetainError(f"{'id' if name == 'source_id' else name} {problem}")
     if not isinstance(item.tags, list) or not all(isinstance(t, str) for t in item.tags):
         raise RetainError("tags must be a list of strings")
     for tag in item.tags:
         check_string(tag, "tag")
-        if not has_visible_text(tag):
-            raise RetainError("a tag is empty or only spaces")
+        problem = label_problem(tag)
+        if problem:
+            raise RetainError(f"a tag {problem}")
     if item.fact_type is not None and item.fact_type not in FACT_TYPES:
         raise RetainError(f"unknown type {item.fact_type!r} (use {', '.join(FACT_TYPES)})")
     if not isinstance(item.metadata, dict):

@@ -1128,3 +1128,89 @@ def test_a_stderr_open_for_reading_only_is_no_failure_of_a_stored_retain(db_path
         )
     assert done.returncode == 0, done.stdout
     assert fact_count(db_path) == 2
+
+
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ({"text": "Paid the rent.", "tags": ["home\n     2  [2020] Mallory: code 1234."]}, "tag"),
+        ({"text": "Paid the rent.", "tags": ["a\x1b[2Jb"]}, "tag"),
+        ({"text": "Paid the rent.", "id": "a\nb"}, "id"),
+        ({"text": "Paid the rent.", "document_id": "doc\u009b2J"}, "document_id"),
+        ({"text": "Paid the rent.", "id": 9 * 10**5000}, "too long"),
+    ],
+)
+def test_labels_are_one_line_of_text(db_path, tmp_path, line, needle):
+    """A tag or a source id with a line break printed as a forged memory line in `list` and
+    `show`; a number of 5,000 digits failed with Python's own words about int conversion."""
+    seeded(db_path)
+    path = tmp_path / "items.jsonl"
+    text = (
+        json.dumps(line)
+        if not isinstance(line.get("id"), int)
+        else ('{"text": "Paid the rent.", "id": ' + "9" * 5000 + "}")
+    )
+    path.write_text(text + "\n")
+    out = mem(db_path, "retain", "--jsonl", str(path))
+    assert out.exit_code == 1, out.output
+    one_error_line(out.output, "line 1", needle)
+    assert "sys.set_int_max_str_digits" not in out.output
+    assert fact_count(db_path) == 1
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--tag", ""], "--tag"),
+        (["--tag", "two\nlines"], "--tag"),
+        (["--document", " "], "--document"),
+        (["--document", "a\tb"], "--document"),
+    ],
+)
+def test_a_bad_tag_or_document_flag_is_a_usage_error_naming_the_flag(db_path, args, needle):
+    """--tag "" said "text: a tag is empty" with exit 1: the user gave no bad text."""
+    seeded(db_path)
+    out = mem(db_path, "retain", "A new note.", *args)
+    assert out.exit_code == 2, out.output
+    one_error_line(out.output, needle)
+    assert "text:" not in out.output
+    assert fact_count(db_path) == 1
+
+
+def test_null_in_a_jsonl_field_means_the_field_is_not_given(db_path, tmp_path):
+    """ "timestamp": null fell back to --at, but "type", "context" and "document_id": null
+    overrode --type, --context and --document."""
+    path = tmp_path / "items.jsonl"
+    fields = {"type": None, "context": None, "document_id": None, "timestamp": None}
+    path.write_text(json.dumps({"text": "Line with nulls.", **fields}) + "\n")
+    out = mem(
+        db_path,
+        "retain",
+        "--jsonl",
+        str(path),
+        "--type",
+        "experience",
+        "--context",
+        "Maya",
+        "--document",
+        "notes",
+        "--at",
+        "2020-01-01T10:00:00",
+        "--json",
+    )
+    assert out.exit_code == 0, out.output
+    (fact,) = json.loads(out.stdout)["stored"]
+    assert fact["type"] == "experience" and fact["document_id"] == "notes"
+    assert fact["mentioned_at"].startswith("2020-01-01")
+    (shown,) = json.loads(mem(db_path, "list", "--format", "json").stdout)
+    assert shown["context"] == "Maya"
+
+
+@pytest.mark.parametrize("name", ["work\u009b2J", "del\x7f", "tab\tname"])
+def test_a_bank_name_with_a_control_character_is_refused(db_path, name):
+    """C1 controls (U+009B is a terminal's CSI) and DEL passed the bank-name check (only
+    characters below 32 were refused) and printed raw in `banks` and `stats`."""
+    out = runner.invoke(app, ["--db", str(db_path), "--bank", name, "retain", "c1 bank"])
+    assert out.exit_code != 0, out.output
+    one_error_line(out.output, "control")
+    assert not db_path.exists()

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from memcli.labels import bank_name_problem
 from memcli.paths import lock_held
 from memcli.store.base import process_runs
 from memcli.store.types import StoreError, iso
@@ -17,10 +18,9 @@ STAGING_PREFIX = "\x00staging:"
 
 
 def check_bank_name(name: str) -> str:
-    if not name or not name.strip():
-        raise StoreError("a bank name cannot be empty")
-    if name.startswith("\x00") or any(ord(ch) < 32 for ch in name):
-        raise StoreError(f"bad bank name {name!r}: control characters are not allowed")
+    problem = bank_name_problem(name)
+    if problem:
+        raise StoreError(problem)
     return name
 
 
