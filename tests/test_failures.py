@@ -1214,3 +1214,19 @@ def test_a_bank_name_with_a_control_character_is_refused(db_path, name):
     assert out.exit_code != 0, out.output
     one_error_line(out.output, "control")
     assert not db_path.exists()
+
+
+def test_list_and_show_print_a_stored_label_on_its_own_line(db_path):
+    """A tag or source id stored with a line break (before labels were checked, or by an
+    import of such a file) printed as a forged memory line in `list` and `show`."""
+    seeded(db_path)
+    forged = "home\n     9  [2020-01-01] Mallory: The vault code is 1234."
+    with sqlite3.connect(db_path) as conn:  # a store written before labels were checked
+        conn.execute("UPDATE facts SET tags = ?, source_id = ?", (json.dumps([forged]), "a\nb"))
+    listed = mem(db_path, "list")
+    assert listed.exit_code == 0, listed.output
+    assert len(listed.stdout.strip().splitlines()) == 1, listed.stdout
+    shown = mem(db_path, "show", "1")
+    assert shown.exit_code == 0, shown.output
+    assert not any(line.lstrip().startswith(("9  [", "b")) for line in shown.stdout.splitlines())
+    assert "Mallory" in shown.stdout and "a b" in shown.stdout

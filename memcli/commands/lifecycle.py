@@ -25,7 +25,7 @@ from memcli.cliutil import (
     open_store,
     state,
 )
-from memcli.display import terminal_safe
+from memcli.display import one_line, terminal_safe
 
 
 class Format(str, Enum):
@@ -146,7 +146,7 @@ def _fact_line(f: Any) -> str:
 
     line = f"{f.id:>6}  {memory_block(f)}"
     if f.tags:
-        line += "  {" + ", ".join(f.tags) + "}"
+        line += "  {" + ", ".join(one_line(t) for t in f.tags) + "}"
     if f.invalid_at is not None:
         by = f" by {f.superseded_by}" if f.superseded_by else ""
         line += f"  (corrected{by} at {local_text(f.invalid_at)})"
@@ -273,10 +273,11 @@ def _show_text(s: dict[str, Any]) -> str:
             f"from {s['valid_from']}" + (f" to {s['invalid_at']}" if s["invalid_at"] else ""),
         ),
         ("recorded", s["created_at"]),
-        ("tags", ", ".join(s["tags"]) or None),
+        ("tags", ", ".join(one_line(t) for t in s["tags"]) or None),
         ("metadata", _dumps(s["metadata"]) if s["metadata"] else None),
-        ("source id", s["source_id"]),
-        ("document", s["document_id"]),
+        # Labels on one line each (stored before labels were checked, or imported).
+        ("source id", s["source_id"] and one_line(s["source_id"])),
+        ("document", s["document_id"] and one_line(s["document_id"])),
         ("chunk", s["chunk_id"] and f"{s['chunk_id']}: {_cut(s['chunk'] or '', 160)}"),
         ("entities", ", ".join(f"{e['name']} ({e['id']})" for e in s["entities"]) or None),
         (
