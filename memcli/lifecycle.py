@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memcli.display import has_visible_text
 from memcli.store import Fact, Store, StoreError, iso
 
 # Facts embedded (and committed) per re-embedding batch: small enough that Ctrl-C loses
@@ -88,7 +89,7 @@ def check_selection(sel: Selection) -> None:
             f"the time range is empty: its start {iso(sel.since)} is not before its end "
             f"{iso(sel.until)}"
         )
-    if sel.query is not None and not sel.query.strip():
+    if sel.query is not None and not has_visible_text(sel.query):
         raise OptionError("--query is empty")
     if sel.query_limit <= 0:
         raise OptionError("--limit must be positive")

@@ -1230,3 +1230,14 @@ def test_list_and_show_print_a_stored_label_on_its_own_line(db_path):
     assert shown.exit_code == 0, shown.output
     assert not any(line.lstrip().startswith(("9  [", "b")) for line in shown.stdout.splitlines())
     assert "Mallory" in shown.stdout and "a b" in shown.stdout
+
+
+@pytest.mark.parametrize("query", [" ", "\x1b", "\u200b\x07"])
+def test_forget_with_a_query_of_no_visible_text_is_a_usage_error(db_path, query):
+    """forget --query $'\\x1b' fell through to the last-resort handler ("unexpected
+    RecallError"), exit 1, where --query ' ' said "--query is empty" (exit 2)."""
+    seeded(db_path)
+    out = mem(db_path, "forget", "--query", query, "--dry-run")
+    assert out.exit_code == 2, out.output
+    one_error_line(out.output, "--query is empty")
+    assert "unexpected" not in out.output
