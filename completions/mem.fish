@@ -44,7 +44,7 @@ complete -c mem -n '__mem_path' -l db -r -F -d 'Database file. Default: $MEM_DB,
 complete -c mem -n '__mem_path' -l bank -x -d 'Memory bank inside the file. Default: $MEM_BANK, the config\'s bank, else \'default\'.'
 complete -c mem -n '__mem_path' -l version -d 'Show version.'
 complete -c mem -n '__mem_path retain' -l file -s f -r -F -d 'Read a text file (repeatable).'
-complete -c mem -n '__mem_path retain' -l jsonl -x -d 'JSONL batch (path or -): {"id","text","timestamp","context","tags","type","document_id","metadata"},'
+complete -c mem -n '__mem_path retain' -l jsonl -x -d 'JSONL batch (path or -; repeatable): {"id","text","timestamp","context","tags","type","document_id",'
 complete -c mem -n '__mem_path retain' -l at -x -d 'When this was said (ISO or natural language).'
 complete -c mem -n '__mem_path retain' -l context -x -d 'Who said it / where it comes from.'
 complete -c mem -n '__mem_path retain' -l tag -x -d 'Tag (repeatable).'

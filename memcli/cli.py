@@ -136,11 +136,11 @@ def retain(
         list[Path] | None, typer.Option("--file", "-f", help="Read a text file (repeatable).")
     ] = None,
     jsonl: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--jsonl",
-            help='JSONL batch (path or -): {"id","text","timestamp","context","tags","type",'
-            '"document_id","metadata"}, only text required.',
+            help='JSONL batch (path or -; repeatable): {"id","text","timestamp","context",'
+            '"tags","type","document_id","metadata"}, only text required.',
         ),
     ] = None,
     at: Annotated[
@@ -213,7 +213,11 @@ def retain(
     }
     if text and "-" in text and text != ["-"]:
         fail("'-' reads the text from stdin: give it alone, not with other words", 2)
-    from_stdin = (text == ["-"]) + sum(str(p) == "-" for p in file or []) + (str(jsonl) == "-")
+    from_stdin = (
+        (text == ["-"])
+        + sum(str(p) == "-" for p in file or [])
+        + sum(p == "-" for p in jsonl or [])
+    )
     if from_stdin > 1:
         fail("stdin can be read once: give '-' to only one of TEXT, --file and --jsonl", 2)
     items = []
@@ -229,10 +233,15 @@ def retain(
             texts.append((_read_text_file(path), str(path)))
         for body, origin in texts:
             items.append(items_from_text(body, origin, defaults))
-        if jsonl is not None:
-            raw = decode_lines(_read_bytes(Path(jsonl))[0])
-            batch, invalid = items_from_jsonl(raw, defaults, skip_invalid=skip_invalid)
+        for path in jsonl or []:
+            raw = decode_lines(_read_bytes(Path(path))[0])
+            try:
+                batch, skipped = items_from_jsonl(raw, defaults, skip_invalid=skip_invalid)
+            except InputError as exc:
+                # Which of several files the line number is in.
+                raise InputError(f"{path}: {exc}" if len(jsonl) > 1 else str(exc)) from None
             items.extend(batch)
+            invalid += skipped
     except InputError as exc:
         fail(str(exc))
     if not items:

@@ -1241,3 +1241,18 @@ def test_forget_with_a_query_of_no_visible_text_is_a_usage_error(db_path, query)
     assert out.exit_code == 2, out.output
     one_error_line(out.output, "--query is empty")
     assert "unexpected" not in out.output
+
+
+def test_jsonl_given_twice_retains_both_files(db_path, tmp_path):
+    """--jsonl a.jsonl --jsonl b.jsonl stored only b's items, without a word about a's."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_jsonl(first, [{"text": "Alpha batch fact."}])
+    write_jsonl(second, [{"text": "Beta batch fact."}, "not json"])
+    out = mem(db_path, "retain", "--jsonl", str(first), "--jsonl", str(second))
+    assert out.exit_code == 1, out.output
+    one_error_line(out.output, str(second), "line 2")
+    assert not db_path.exists()
+    second.write_text('{"text": "Beta batch fact."}\n')
+    out = mem(db_path, "retain", "--jsonl", str(first), "--jsonl", str(second))
+    assert out.exit_code == 0, out.output
+    assert fact_count(db_path) == 2
