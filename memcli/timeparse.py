@@ -1227,7 +1227,10 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     from memcli.clock import local_to_utc, utc_to_local
 
     base = utc_to_local(to_utc_naive(now) if now is not None else _utcnow())
-    settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past"}
+    # TIMEZONE "UTC": dateparser reads the wall clock it is given as it is, without its own
+    # lookup of the local zone, which failed on a POSIX $TZ ("UTC-14", "<+0545>-5:45"): "now"
+    # was unreadable and "yesterday 5pm" lost its hour. The zone is clock.py's business.
+    settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past", "TIMEZONE": "UTC"}
     try:
         parsed = _dateparser().parse(text, languages=["en"], settings=settings)
     except Exception:  # dateparser raises assorted errors on odd input

@@ -6,6 +6,7 @@ Every expected span below is worked out by hand. Spans are half-open: a day is
 
 from __future__ import annotations
 
+import os
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -124,11 +125,24 @@ def test_parse_when_reads_other_written_dates_through_dateparser(text, expected,
         ("UTC", "yesterday 5pm", datetime(2023, 5, 9, 17)),
         ("Europe/Berlin", "8 May 2023 1:56 pm", datetime(2023, 5, 8, 11, 56)),
         ("Europe/Berlin", "2023-05-08T13:56:00", datetime(2023, 5, 8, 13, 56)),  # ISO: UTC
+        # A POSIX TZ string (UTC+14 written "UTC-14") is no zone name dateparser's own
+        # lookup knows: "now" was unreadable and "yesterday 5pm" lost its time of day.
+        ("UTC-14", "yesterday 5pm", datetime(2023, 5, 10, 3)),
+        ("UTC-14", "now", datetime(2023, 5, 10, 12)),
+        ("<+0545>-5:45", "today 9am", datetime(2023, 5, 10, 3, 15)),
+        ("EST5EDT", "yesterday 5pm", datetime(2023, 5, 9, 21)),
     ],
 )
 def test_natural_language_is_the_users_local_time(zone, text, expected, monkeypatch):
+    import time
+
     monkeypatch.setenv("TZ", zone)
-    assert parse_when(text, now=datetime(2023, 5, 10, 12)) == expected
+    time.tzset()  # a POSIX TZ string is read by the C library, as at a process's start
+    try:
+        assert parse_when(text, now=datetime(2023, 5, 10, 12)) == expected
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 @pytest.mark.parametrize(
@@ -518,3 +532,33 @@ def test_a_number_after_a_date_that_takes_no_year_keeps_the_date(text, day):
 
     span = extract_fact_time(text, datetime(2026, 3, 12, 15))
     assert span is not None and span.start.date().isoformat() == day, (text, span)
+
+
+@pytest.mark.parametrize(
+    ("zone", "text", "expected"),
+    [
+        ("UTC-14", "now", "2023-05-10 12:00:00"),
+        ("UTC-14", "yesterday 5pm", "2023-05-10 03:00:00"),
+        ("<+0545>-5:45", "today 9am", "2023-05-10 03:15:00"),
+    ],
+)
+def test_a_posix_tz_string_reads_natural_language_in_a_new_process(zone, text, expected):
+    """TZ=UTC-14 (POSIX for UTC+14): "now" could not be read and "yesterday 5pm" lost its
+    time of day, as dateparser's own zone lookup failed on the name. A new process, as the
+    CLI is: in this one the lookup is cached from an earlier zone."""
+    import subprocess
+    import sys
+
+    code = (
+        "from datetime import datetime; from memcli.timeparse import parse_when; "
+        f"print(parse_when({text!r}, now=datetime(2023, 5, 10, 12)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TZ": zone},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == expected
