@@ -31,6 +31,7 @@ Conventions (shared with the rest of ``mem``):
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
@@ -1115,12 +1116,15 @@ _DATE_WORDS = re.compile(
 
 
 def _tz_offset(tz: str | None) -> timedelta:
+    """An ISO offset ("+05:30", "-08", "Z"); ValueError for one no zone has (+25:00)."""
     if not tz or tz.upper() == "Z":
         return timedelta(0)
     sign = -1 if tz[0] == "-" else 1
     digits = tz[1:].replace(":", "")
     hours = int(digits[:2])
     minutes = int(digits[2:4]) if len(digits) > 2 else 0
+    if hours > 23 or minutes > 59:
+        raise ValueError(f"no time zone is {tz} from UTC")
     return sign * timedelta(hours=hours, minutes=minutes)
 
 
@@ -1178,6 +1182,24 @@ def _dateparser() -> Any:
     return dateparser
 
 
+# Numbers dateparser reads as something else rather than refuse: an hour past 12 before
+# am/pm ("25pm" was 01:00), an hour past 24 or a minute past 59, a day past 31 after a month
+# ("March 32" was March 1932), a negative count before "ago" ("-5 days ago" was 5 days ago),
+# and a day of the month with no month ("the 5th" was May, the fifth month).
+_MONTH_NAME = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_MISREAD = re.compile(
+    r"(?<![:\d])(?:0|1[3-9]|[2-9]\d)\s*[ap]\.?m\b"
+    r"|\b(?:2[5-9]|[3-9]\d):\d{2}\b|\b24:(?!00\b)\d{2}\b|\b\d{1,2}:(?:[6-9]\d)\b"
+    rf"|\b{_MONTH_NAME}\s+(?:3[2-9]|[4-9]\d)\b(?!\s*,?\s*\d)"
+    r"|-\s*\d+\s*(?:second|minute|hour|day|week|month|year)s?\s+ago\b"
+    r"|^(?:the\s+)?\d{1,2}(?:st|nd|rd|th)$",
+    re.IGNORECASE,
+)
+# What may surround the words of a date phrase that fill the whole input: spaces and
+# punctuation, not words ("2 weeks ago potato" is no time).
+_NOT_WORDS = re.compile(r"[\s.,;:!?()'\"-]*")
+
+
 # An ISO date and "noon" or "midnight": local time of that day.
 _DAY_AND_HOUR_WORD = re.compile(
     r"(?P<day>\d{4}-\d{2}-\d{2})\s+(?:at\s+)?(?P<word>noon|midnight)", re.I
@@ -1212,6 +1234,8 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
         pass
     if not _DATE_WORDS.search(text):
         raise error  # "we", "sun", "xyz": dateparser would turn some of these into weekdays
+    if _MISREAD.search(text) or any(unicodedata.category(ch) == "Cc" for ch in text):
+        raise error
     named = _DAY_AND_HOUR_WORD.fullmatch(text)
     if named:  # dateparser gave "2026-03-12 noon" the current day of the month
         from memcli.clock import local_to_utc
@@ -1237,7 +1261,15 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
         parsed = None
     if parsed is not None:
         return local_to_utc(parsed)
-    span = extract_fact_time(text, base)  # our vocabulary: "last spring", "in May 2023"
-    if span is not None:
-        return local_to_utc(span.start)
+    # Our vocabulary ("last spring"), when its phrase is the whole text: found inside more
+    # words, it dropped them ("2024-06-01T12:00:00+05:00 garbage" was that day's midnight).
+    found = _scan_phrase(text, base, query=False)
+    if found is None and _CJK_LETTER.search(text):
+        from memcli.timeparse_cjk import scan_cjk_phrase
+
+        found = scan_cjk_phrase(text, base)
+    if found is not None:
+        span, (start, end) = found
+        if _NOT_WORDS.fullmatch(text[:start]) and _NOT_WORDS.fullmatch(text[end:]):
+            return local_to_utc(span.start)
     raise error

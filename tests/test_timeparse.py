@@ -562,3 +562,54 @@ def test_a_posix_tz_string_reads_natural_language_in_a_new_process(zone, text, e
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "yesterday 25pm",  # no such hour: read as 01:00
+        "yesterday 0pm",
+        "today 24:30",
+        "today 10:75",
+        "March 32",  # read as March 1932
+        "the 5th",  # read as May (the 5th month)
+        "-5 days ago",  # the sign was dropped
+        "2 weeks ago potato",  # trailing words were dropped
+        "2024-06-01 garbage words",
+        "2024-06-01T12:00:00+05:00 garbage",  # the time and offset were dropped too
+        "2024-01-01T10:00:00Z[Europe/Paris]",
+        "2024-01-01T00:00:00+25:00",  # no such offset
+        "2024-01-01T00:00:00+99",
+        "2024-01-01T00:00:00+05:60",
+        "2024\x00",  # read as today's month and day in 2024
+        "yesterday\n5pm",
+    ],
+)
+def test_parse_when_refuses_what_it_can_only_misread(text):
+    """Each of these was stored as some other time (the audit's list): an unreadable time
+    is an error, never a different one."""
+    with pytest.raises(ValueError):
+        parse_when(text, now=datetime(2026, 12, 6, 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("yesterday 5pm", datetime(2026, 12, 5, 17)),
+        ("today 12am", datetime(2026, 12, 6, 0)),
+        ("today 12pm", datetime(2026, 12, 6, 12)),
+        ("today 23:59", datetime(2026, 12, 6, 23, 59)),
+        ("March 31", datetime(2026, 3, 31)),
+        ("8 May 2023 1:56 pm", datetime(2023, 5, 8, 13, 56)),
+        ("the 5th of May 2023", datetime(2023, 5, 5)),
+        ("last spring", datetime(2026, 3, 1)),
+        ("2024-06-01 5pm", datetime(2024, 6, 1, 17)),
+        ("2024-01-01T00:00:00+05:30", datetime(2023, 12, 31, 18, 30)),
+        ("2024-01-01T00:00:00-12:00", datetime(2024, 1, 1, 12)),
+        ("5 days ago", datetime(2026, 12, 1, 1)),
+        ("2 weeks ago.", datetime(2026, 11, 22, 1)),
+    ],
+)
+def test_parse_when_still_reads_what_it_read(text, expected, monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    assert parse_when(text, now=datetime(2026, 12, 6, 1)) == expected
