@@ -303,6 +303,8 @@ class Retainer:
         self.keep_stored = keep_stored
         self.append = append
         self.summary = RetainSummary()
+        # The bank this call writes into, fixed by its first batch (_bank_for_batch).
+        self._bank_id: int | None = None
         self._staging_bank: int | None = None
         self._staged_docs: dict[str, int] = {}
         self._staged_items = 0  # of summary.items: staged, so gone if the call is cut short
@@ -362,10 +364,11 @@ class Retainer:
     def retain_batch(self, items: list[RetainItem]) -> None:
         pending = [p for item in items for p in prepare_item(item, self.now, self.settings)]
         self._embed(pending)
+        known_bank = self._bank_id
         try:
             with self.store.atomic():
                 self._drop_stale_ids()
-                bank_id = self.store.ensure_bank(self.bank, self.now)
+                bank_id = self._bank_for_batch()
                 if pending:
                     self.store.ensure_vectors(
                         bank_id,
@@ -375,8 +378,10 @@ class Retainer:
                     )
                 counts = self._write(bank_id, items, pending)
         except BaseException:
-            # Entities of a rolled-back batch do not exist: forget them.
+            # Entities of a rolled-back batch do not exist: forget them (and the bank, when
+            # this batch made it).
             self._entity_cache.clear()
+            self._bank_id = known_bank
             raise
         # Only now that the transaction committed do the counts become true.
         self.summary.items += len(items)
@@ -385,6 +390,19 @@ class Retainer:
         self.summary.batches += 1
         for key, value in counts.items():
             setattr(self.summary, key, getattr(self.summary, key) + value)
+
+    def _bank_for_batch(self) -> int:
+        """The bank's id: made or found by name at the first batch, the same id after. A bank
+        renamed meanwhile by another process is the same bank, written on under its new name
+        (looked up by name again, later batches went to a new bank of the old name, with
+        entity ids of the renamed one); a bank deleted meanwhile stops the call."""
+        if self._bank_id is None:
+            self._bank_id = self.store.ensure_bank(self.bank, self.now)
+        elif not self.store.bank_exists(self._bank_id):
+            raise StoreError(
+                f"bank {self.bank!r} was deleted by another process while this retain ran"
+            )
+        return self._bank_id
 
     # -- staging --------------------------------------------------------------------------
 
@@ -409,8 +427,7 @@ class Retainer:
         if self._staging_bank is None:
             return
         with self.store.atomic():
-            bank_id = self.store.require_bank(self.bank)
-            replaced = self.store.publish_staging(self._staging_bank, bank_id)
+            replaced = self.store.publish_staging(self._staging_bank, self._bank_for_batch())
         self._staging_bank = None
         self.summary.documents_replaced += len(replaced)
 

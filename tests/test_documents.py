@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from memcli.cli import app
 from memcli.retain import Retainer, RetainItem
+from memcli.settings import RetainSettings
 from memcli.store import Store
 from tests.conftest import write_jsonl
 
@@ -510,3 +511,70 @@ def test_a_lock_file_of_an_importer_killed_before_its_first_commit_is_removed(db
         os.close(holder)
     assert not orphan.exists() and live.exists()
     assert not list(db_path.parent.glob(f".{db_path.name}.staging-{os.getpid()}-*.lock"))
+
+
+def _people_items(n: int) -> list[RetainItem]:
+    names = ["Caroline", "Melanie", "Jon", "Gina", "Tim"]
+    return [
+        RetainItem(
+            f"{names[i % 5]} talked about painting number {i} at the lake house.",
+            document_id="conv",
+        )
+        for i in range(n)
+    ]
+
+
+def test_a_bank_renamed_while_a_retain_writes_into_it_gets_the_whole_retain(db_path, embedder):
+    """`banks --rename work job` beside a running document retain into work: the later
+    batches went to a new bank named work, with entity ids of job, an export that its own
+    import refused, and doctor saw nothing. A renamed bank is the same bank."""
+    with Store(db_path) as store:
+        Retainer(store, "work", embedder).retain([RetainItem("A placeholder note.")])
+    renamed = []
+
+    def rename_after_the_first_batch(done: int) -> None:
+        if not renamed:
+            with Store(db_path) as other, other.atomic():
+                other.rename_bank(other.require_bank("work"), "job")
+            renamed.append(done)
+
+    with Store(db_path) as store:
+        retainer = Retainer(store, "work", embedder, settings=RetainSettings(batch_items=4))
+        retainer.retain(_people_items(12), rename_after_the_first_batch)
+    assert renamed
+    with Store(db_path) as store:
+        assert store.bank_names() == ["job"]
+        job = store.require_bank("job")
+        assert len(store.fact_ids_of_bank(job)) == 13
+    out = runner.invoke(app, ["--db", str(db_path), "doctor"])
+    assert out.exit_code == 0, out.output
+    dump = db_path.with_name("job.jsonl")
+    assert mem(db_path, "--bank", "job", "export", "-o", str(dump)).exit_code == 0
+    copy = db_path.with_name("copy.db")
+    out = runner.invoke(app, ["--db", str(copy), "import", str(dump)])
+    assert out.exit_code == 0, out.output
+
+
+def test_a_bank_deleted_while_a_retain_writes_into_it_stops_the_retain(db_path, embedder):
+    """`banks --delete work` beside a running document retain into work: the retain went on
+    into a new bank of that name whose facts had lost their entities."""
+    from memcli.store import StoreError
+
+    with Store(db_path) as store:
+        Retainer(store, "work", embedder).retain([RetainItem("A placeholder note.")])
+    deleted = []
+
+    def delete_after_the_first_batch(done: int) -> None:
+        if not deleted:
+            with Store(db_path) as other, other.atomic():
+                other.delete_bank(other.require_bank("work"))
+            deleted.append(done)
+
+    with Store(db_path) as store:
+        retainer = Retainer(store, "work", embedder, settings=RetainSettings(batch_items=4))
+        with pytest.raises(StoreError, match="deleted"):
+            retainer.retain(_people_items(12), delete_after_the_first_batch)
+    with Store(db_path) as store:
+        assert store.bank_names() == []
+        assert store.fact_count() == 0
+    assert hidden_rows(db_path) == 0

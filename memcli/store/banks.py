@@ -33,6 +33,13 @@ class BanksMixin:
         ).fetchone()
         return row[0] if row else None
 
+    def bank_exists(self, bank_id: int) -> bool:
+        """Whether a user bank with this id is there (not deleted since it was found)."""
+        row = self.conn.execute(
+            "SELECT 1 FROM banks WHERE id = ? AND kind = 'user'", (bank_id,)
+        ).fetchone()
+        return row is not None
+
     def require_bank(self, name: str) -> int:
         bank = self.bank_id(name)
         if bank is None:
