@@ -98,6 +98,13 @@ def main_options(
     if problem:  # before any file is opened or made
         source = state.sources["bank"].source
         fail(f"{'--bank' if source == 'flag' else source}: {problem}", 2)
+    busy = os.environ.get("MEM_BUSY_TIMEOUT_MS")
+    if busy is not None:
+        from memcli.store.types import busy_timeout_problem
+
+        problem = busy_timeout_problem(busy)
+        if problem:
+            fail(f"$MEM_BUSY_TIMEOUT_MS: {problem}", 2)
     threads = configured("threads")
     if state.sources["threads"].source.startswith("config"):
         # The embedder reads MEM_THREADS when llama.cpp loads (memcli/models/embedder.py).

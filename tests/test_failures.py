@@ -1256,3 +1256,19 @@ def test_jsonl_given_twice_retains_both_files(db_path, tmp_path):
     out = mem(db_path, "retain", "--jsonl", str(first), "--jsonl", str(second))
     assert out.exit_code == 0, out.output
     assert fact_count(db_path) == 2
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "3000000000", "9" * 20])
+def test_a_bad_busy_timeout_is_a_setting_error_naming_the_variable(db_path, value):
+    """MEM_BUSY_TIMEOUT_MS=abc and -1 were taken silently as 30 s; 3000000000 and a
+    20-digit value failed as "cannot open ...: overflowed C int", blaming the store."""
+    seeded(db_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(db_path), "list"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MEM_BUSY_TIMEOUT_MS": value},
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    one_error_line(done.stderr, "$MEM_BUSY_TIMEOUT_MS", repr(value))

@@ -13,14 +13,24 @@ LINK_KINDS = ("semantic", "temporal", "causal")
 INT64_MAX = 2**63 - 1  # the largest INTEGER SQLite stores (ids, counts, limits)
 
 
+BUSY_TIMEOUT_MAX_MS = 2**31 - 1  # SQLite takes a C int
+
+
+def busy_timeout_problem(raw: str) -> str | None:
+    """What is wrong with a MEM_BUSY_TIMEOUT_MS value, or None (the CLI says it)."""
+    text = raw.strip()
+    if not text.isdigit() or int(text) > BUSY_TIMEOUT_MAX_MS:
+        return f"{raw!r} is not a whole number of milliseconds from 0 to {BUSY_TIMEOUT_MAX_MS}"
+    return None
+
+
 def _busy_timeout_ms() -> int:
-    """How long a writer waits for another's lock: 30 s, or MEM_BUSY_TIMEOUT_MS."""
+    """How long a writer waits for another's lock: 30 s, or MEM_BUSY_TIMEOUT_MS (a value
+    that is none: 30 s; the CLI refuses it first)."""
     import os
 
-    try:
-        return max(0, int(os.environ.get("MEM_BUSY_TIMEOUT_MS", "30000")))
-    except ValueError:
-        return 30_000
+    raw = os.environ.get("MEM_BUSY_TIMEOUT_MS", "30000")
+    return 30_000 if busy_timeout_problem(raw) else int(raw.strip())
 
 
 BUSY_TIMEOUT_MS = _busy_timeout_ms()
