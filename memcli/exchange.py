@@ -548,6 +548,14 @@ def _vector(rec: dict[str, Any], dim: int, src: _Line) -> bytes:
         raise src.error("(fact) has a vector that is not base64") from None
     if len(blob) != dim * 4:
         raise src.error(f"(fact) has a vector of {len(blob) // 4} floats, not {dim}")
+    import numpy as np
+
+    values = np.frombuffer(blob, dtype="<f4")
+    # No direction, no cosine: such a fact was in no semantic search, and doctor saw nothing.
+    if not np.isfinite(values).all():
+        raise src.error("(fact) has a vector with values that are not numbers (NaN or inf)")
+    if not values.any():
+        raise src.error("(fact) has a vector of zeros")
     return blob
 
 

@@ -690,3 +690,18 @@ def test_a_name_like_a_temp_file_that_is_no_file_is_left_alone(source: Path, tmp
         os.mkfifo(odd)
     ok(mem(source, "export", "-o", str(folder / "out.jsonl")))
     assert odd.exists() and (folder / "out.jsonl").is_file()
+
+
+@pytest.mark.parametrize(("fill", "named"), [(float("nan"), "not numbers"), (0.0, "zeros")])
+def test_a_vector_with_no_direction_is_refused(source: Path, target: Path, fill, named) -> None:
+    """A NaN or all-zero vector was imported: its fact was in no semantic search after,
+    and doctor passed."""
+    import base64
+    import struct
+
+    lines = ok(mem(source, "export", "--with-vectors")).splitlines(keepends=True)
+    records = [json.loads(line) for line in lines]
+    fact = next(r for r in records if r["kind"] == "fact")
+    dim = len(base64.b64decode(fact["vector"])) // 4
+    fact["vector"] = base64.b64encode(struct.pack(f"<{dim}f", *[fill] * dim)).decode()
+    _bad_import(target, "".join(json.dumps(r) + "\n" for r in records), named)
