@@ -1272,3 +1272,28 @@ def test_a_bad_busy_timeout_is_a_setting_error_naming_the_variable(db_path, valu
     )
     assert done.returncode == 2, done.stderr
     one_error_line(done.stderr, "$MEM_BUSY_TIMEOUT_MS", repr(value))
+
+
+@pytest.mark.parametrize(
+    "content, args, needle",
+    [
+        ("[1, 2]", ["--format", "locomo"], "not laid out as LoCoMo's"),
+        ('[{"question_id": "q"}]', ["--format", "locomo"], "missing field 'conversation'"),
+        ("[]", ["--format", "locomo", "--out", "-"], "--out '-'"),
+        ("[]", ["--format", "locomo", "--out", ""], "--out"),
+        ("[]", ["--format", "locomo", "--out", "{tmp}"], "--out"),
+    ],
+)
+def test_bench_input_mistakes_are_one_line_errors_before_the_run(tmp_path, content, args, needle):
+    """A LongMemEval file given as LoCoMo failed with "unexpected KeyError: 'conversation'",
+    a list of numbers with an AttributeError; --out "" or a folder failed after the whole
+    run, and --out - wrote a file named "-"."""
+    dataset = tmp_path / "data.json"
+    dataset.write_text(content)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    out = runner.invoke(app, ["bench", "--dataset", str(dataset), *args])
+    assert out.exit_code in (1, 2), out.output
+    one_error_line(out.output, needle)
+    assert "unexpected" not in out.output
+    assert out.output.count(str(dataset)) <= 1  # the path once, not "X: X:"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.json"]

@@ -259,6 +259,10 @@ def bench(
         reranker=reranker_path,
         settings=overrides,
     )
+    if out is not None and (not out.name or str(out) == "-" or out.is_dir()):
+        # Found now, not after a run of minutes: the report needs a file to go to (the
+        # table is what stdout gets).
+        fail(f"--out {str(out)!r}: give the path of a file to write the report to", 2)
     try:
         cases = iter_dataset(dataset, fmt_name)
         total: int | None = None
@@ -269,7 +273,9 @@ def bench(
         elif limit is not None:
             total = limit
     except (OSError, ValueError) as exc:
-        fail(f"cannot read {dataset}: {exc}")
+        message = str(exc)
+        # The readers name the file themselves (for errors found midway through a stream).
+        fail(message if message.startswith(f"{dataset}: ") else f"cannot read {dataset}: {exc}")
 
     try:
         from memcli.models.embedder import load_embedder

@@ -261,66 +261,79 @@ def read_locomo(path: str | Path) -> list[BenchCase]:
         raise ValueError(f"{path}: expected a JSON list of conversations")
     cases: list[BenchCase] = []
     for index, sample in enumerate(data):
-        case_id = str(sample.get("sample_id", f"conv-{index}"))
-        conv = sample["conversation"]
-        sessions = sorted(
-            (int(m.group(1)), value)
-            for key, value in conv.items()
-            if (m := _LOCOMO_SESSION_KEY.fullmatch(key)) and isinstance(value, list)
-        )
-        items: list[BenchItem] = []
-        for number, turns in sessions:
-            raw_date = conv.get(f"session_{number}_date_time")
-            if not raw_date:
-                raise ValueError(f"{path}: {case_id} session_{number} has no date_time")
-            try:
-                start = datetime.strptime(raw_date.strip(), LOCOMO_DATE_FORMAT)
-            except ValueError as exc:
-                raise ValueError(f"{path}: {case_id} session_{number}: {exc}") from exc
-            for turn_index, turn in enumerate(turns):
-                text = str(turn.get("text", ""))
-                caption = turn.get("blip_caption")
-                if caption:
-                    text = f"{text} [shares a photo: {caption}]"
-                metadata: dict[str, Any] = {"speaker": turn.get("speaker"), "date": raw_date}
-                for extra in ("blip_caption", "img_url", "query"):
-                    if extra in turn:
-                        metadata[extra] = turn[extra]
-                items.append(
-                    BenchItem(
-                        id=str(turn["dia_id"]),
-                        text=text,
-                        timestamp=start + timedelta(seconds=turn_index),
-                        context=turn.get("speaker"),
-                        session_id=f"S{number}",
-                        metadata=metadata,
-                    )
-                )
-        known = {item.id for item in items}
-        session_of = {item.id: item.session_id for item in items}
-        questions: list[BenchQuestion] = []
-        for q_index, qa in enumerate(sample.get("qa", [])):
-            raw_evidence = list(qa.get("evidence") or [])
-            gold, dropped = _split_evidence(raw_evidence, known)
-            metadata = {"evidence": raw_evidence}
-            if dropped:
-                metadata["dropped_evidence"] = dropped
-            if "adversarial_answer" in qa:
-                metadata["adversarial_answer"] = _str_or_none(qa["adversarial_answer"])
-            questions.append(
-                BenchQuestion(
-                    id=f"{case_id}:q{q_index}",
-                    query=str(qa["question"]),
-                    now=None,
-                    category=str(qa.get("category", "default")),
-                    gold_ids=set(gold),
-                    gold_sessions={session_of[g] for g in gold if session_of[g]},
-                    answer=_str_or_none(qa.get("answer")),
+        try:
+            cases.append(_locomo_case(sample, index, path))
+        except KeyError as exc:
+            raise ValueError(f"{path}: conversation {index}: missing field {exc}") from None
+        except (AttributeError, TypeError):
+            # A list where an object belongs, a number where a list does: another format.
+            raise ValueError(
+                f"{path}: conversation {index} is not laid out as LoCoMo's (--format?)"
+            ) from None
+    return cases
+
+
+def _locomo_case(sample: Any, index: int, path: Path) -> BenchCase:
+    """One LoCoMo conversation and its questions (read_locomo)."""
+    case_id = str(sample.get("sample_id", f"conv-{index}"))
+    conv = sample["conversation"]
+    sessions = sorted(
+        (int(m.group(1)), value)
+        for key, value in conv.items()
+        if (m := _LOCOMO_SESSION_KEY.fullmatch(key)) and isinstance(value, list)
+    )
+    items: list[BenchItem] = []
+    for number, turns in sessions:
+        raw_date = conv.get(f"session_{number}_date_time")
+        if not raw_date:
+            raise ValueError(f"{path}: {case_id} session_{number} has no date_time")
+        try:
+            start = datetime.strptime(raw_date.strip(), LOCOMO_DATE_FORMAT)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {case_id} session_{number}: {exc}") from exc
+        for turn_index, turn in enumerate(turns):
+            text = str(turn.get("text", ""))
+            caption = turn.get("blip_caption")
+            if caption:
+                text = f"{text} [shares a photo: {caption}]"
+            metadata: dict[str, Any] = {"speaker": turn.get("speaker"), "date": raw_date}
+            for extra in ("blip_caption", "img_url", "query"):
+                if extra in turn:
+                    metadata[extra] = turn[extra]
+            items.append(
+                BenchItem(
+                    id=str(turn["dia_id"]),
+                    text=text,
+                    timestamp=start + timedelta(seconds=turn_index),
+                    context=turn.get("speaker"),
+                    session_id=f"S{number}",
                     metadata=metadata,
                 )
             )
-        cases.append(BenchCase(id=case_id, items=items, questions=questions))
-    return cases
+    known = {item.id for item in items}
+    session_of = {item.id: item.session_id for item in items}
+    questions: list[BenchQuestion] = []
+    for q_index, qa in enumerate(sample.get("qa", [])):
+        raw_evidence = list(qa.get("evidence") or [])
+        gold, dropped = _split_evidence(raw_evidence, known)
+        metadata = {"evidence": raw_evidence}
+        if dropped:
+            metadata["dropped_evidence"] = dropped
+        if "adversarial_answer" in qa:
+            metadata["adversarial_answer"] = _str_or_none(qa["adversarial_answer"])
+        questions.append(
+            BenchQuestion(
+                id=f"{case_id}:q{q_index}",
+                query=str(qa["question"]),
+                now=None,
+                category=str(qa.get("category", "default")),
+                gold_ids=set(gold),
+                gold_sessions={session_of[g] for g in gold if session_of[g]},
+                answer=_str_or_none(qa.get("answer")),
+                metadata=metadata,
+            )
+        )
+    return BenchCase(id=case_id, items=items, questions=questions)
 
 
 # --------------------------------------------------------------------------------------------
