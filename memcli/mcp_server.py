@@ -472,7 +472,22 @@ def build_server(service: MemoryService) -> Any:
         }
         return run(service.forget, selection, dry_run, bank)
 
+    _strict_arguments(server)
     return server
+
+
+def _strict_arguments(server: Any) -> None:
+    """Each tool refuses an argument it does not have and a value of another JSON type than
+    its schema's: by default the SDK dropped unknown ones ("timestamp" for "at": stored as
+    said now, no error) and coerced the rest (max_tokens true ran as 1, dry_run "yes" as
+    true). The schemas say so too (additionalProperties false)."""
+    from pydantic import ConfigDict
+
+    for tool in server._tool_manager.list_tools():
+        lax = tool.fn_metadata.arg_model
+        config = ConfigDict(**lax.model_config, extra="forbid", strict=True)
+        tool.fn_metadata.arg_model = type(lax.__name__, (lax,), {"model_config": config})
+        tool.parameters = {**tool.parameters, "additionalProperties": False}
 
 
 def serve(service: MemoryService) -> None:

@@ -402,3 +402,32 @@ def test_requests_in_flight_when_the_client_closes_stdin_are_answered(db_path):
     assert answer is not None, replies
     assert answer["result"]["isError"] is False
     assert Store(db_path).fact_count() == 1
+
+
+def test_tools_refuse_unknown_arguments_and_values_of_another_type(db_path):
+    """retain {"timestamp": ..., "tag": [...], "metadata": ...} stored the text as said now,
+    untagged, with no error: the SDK dropped what the tool does not take. max_tokens true
+    ran as 1 and dry_run "yes" as true."""
+
+    async def session() -> list[Any]:
+        async with Client(server_params(db_path)) as client:
+            listed = await client.list_tools()
+            return [
+                {t.name: t.input_schema for t in listed.tools},
+                await client.call_tool(
+                    "retain", {"text": "Moved to Porto.", "timestamp": "2020-01-01"}
+                ),
+                await client.call_tool("recall", {"query": "Porto", "max_tokens": True}),
+                await client.call_tool("forget", {"ids": [1], "dry_run": "yes"}),
+                await client.call_tool("retain", {"text": "Moved to Porto.", "at": "2020-01-01"}),
+            ]
+
+    schemas, unknown, bad_int, bad_bool, fine = run(session)
+    assert all(schema.get("additionalProperties") is False for schema in schemas.values())
+    assert unknown.is_error and "timestamp" in text_of(unknown)
+    assert bad_int.is_error and "max_tokens" in text_of(bad_int)
+    assert bad_bool.is_error and "dry_run" in text_of(bad_bool)
+    assert not fine.is_error
+    (stored,) = fine.structured_content["stored"]
+    assert stored["mentioned_at"].startswith("2020-01-01")
+    assert Store(db_path).fact_count() == 1
