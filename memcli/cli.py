@@ -529,7 +529,7 @@ def recall(
         markdown = render.to_markdown(result)
         if markdown:
             typer.echo(markdown, nl=False)
-        elif result.results:
+        elif result.results or _cut_by_budget(result):
             fail(
                 f"--max-tokens {result.max_tokens} cannot hold the Markdown heading and one "
                 "memory: give more",
@@ -539,10 +539,18 @@ def recall(
         body = render.to_text(result, decorate=sys.stdout.isatty())
         if body:
             typer.echo(body)
-        elif result.results:
-            # Memories matched and fit, the header line does not: the budget is the problem.
-            smallest = min(c.tokens for c in result.results)
-            need = max(render.header_tokens(result) + smallest + 1, result.max_tokens + 1)
+        elif result.results or _cut_by_budget(result):
+            # Memories matched, and the budget cannot hold the header line and one of them:
+            # a usage error, whether the memory fit alone (a bigger budget failed so) or not.
+            from memcli.blocks import block_tokens
+            from memcli.tokens import count_tokens
+
+            passing = result.results or _above_min_score(result)[:50]
+            tokens = {id(c): c.tokens or block_tokens(c.fact) for c in passing}
+            small = min(passing, key=lambda c: tokens[id(c)])
+            # The header with that memory (its legend depends on the memories shown).
+            header = count_tokens(render.text_header(result, [small]) + "\n\n")
+            need = max(header + tokens[id(small)] + 1, result.max_tokens + 1)
             fail(
                 f"--max-tokens {result.max_tokens} cannot hold the header line and one "
                 f"memory: give at least {need}",
@@ -563,6 +571,16 @@ def recall(
         shown = render.text_results(result) if output is OutputFormat.text else None
         typer.echo(render.to_trace_table(result, shown=shown))
         typer.echo(render.sources_text(state.sources))
+
+
+def _above_min_score(result: Any) -> list[Any]:
+    floor = result.min_score
+    return [c for c in result.ranked if floor is None or c.final >= floor]
+
+
+def _cut_by_budget(result: Any) -> bool:
+    """Whether candidates passed --min-score but the budget kept none."""
+    return not result.results and bool(_above_min_score(result)[:1])
 
 
 # --------------------------------------------------------------------------------------------

@@ -260,8 +260,8 @@ def _committed(db: Path) -> int:
 def test_a_budget_too_small_says_so_instead_of_no_match(db_path):
     assert mem(db_path, "retain", "The spare key is under the blue pot by the door.").exit_code == 0
     r = mem(db_path, "recall", "spare key", "--max-tokens", "3")
-    assert r.exit_code == 0
+    assert r.exit_code == 2  # a usage error, as for a budget that holds the memory alone
     assert r.stdout == ""
-    assert "matched but none fit --max-tokens 3" in r.stderr
+    assert "--max-tokens 3 cannot hold the header line and one memory: give at least" in r.stderr
     r = mem(db_path, "recall", "zzzqqq", "--arms", "keyword")
     assert "no memories matched" in r.stderr

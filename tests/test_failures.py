@@ -1297,3 +1297,24 @@ def test_bench_input_mistakes_are_one_line_errors_before_the_run(tmp_path, conte
     assert "unexpected" not in out.output
     assert out.output.count(str(dataset)) <= 1  # the path once, not "X: X:"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.json"]
+
+
+@pytest.mark.parametrize("output", ["text", "md"])
+def test_a_budget_too_small_for_any_memory_is_a_usage_error_however_small(db_path, output):
+    """--max-tokens 60 (the memory fit, the header with it did not) was a usage error
+    naming the budget needed, but --max-tokens 40 (not even the memory fit) said "matched
+    but none fit" and exited 0: a smaller budget got the softer outcome."""
+    seeded(db_path)
+    needs = set()
+    for budget in ("5", "10", "15"):
+        out = mem(db_path, "recall", "spare key", "--max-tokens", budget, "--format", output)
+        assert out.exit_code == 2, (budget, out.output)
+        one_error_line(out.output, f"--max-tokens {budget} cannot hold")
+        needs.add(out.output.rsplit(" ", 1)[-1].strip())
+    if output == "text":
+        (need,) = needs  # the same answer for every budget too small
+        assert mem(db_path, "recall", "spare key", "--max-tokens", need).exit_code == 0
+    json_out = mem(db_path, "recall", "spare key", "--max-tokens", "5", "--format", "json")
+    assert json_out.exit_code == 0  # a script reads an empty result, as before
+    cut = mem(db_path, "recall", "spare key", "--min-score", "99")
+    assert cut.exit_code == 0 and "none fit" in cut.output  # --min-score is no usage error
