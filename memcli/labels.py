@@ -30,4 +30,7 @@ def bank_name_problem(name: str) -> str | None:
         return "a bank name cannot be empty"
     if name.startswith("\x00") or has_control(name):
         return f"bad bank name {name!r}: control characters are not allowed"
+    if name != name.strip():
+        # "work " beside "work": a stray space in MEM_BANK split a user's memories in two.
+        return f"bad bank name {name!r}: it starts or ends with a space"
     return None

@@ -1206,13 +1206,23 @@ def test_null_in_a_jsonl_field_means_the_field_is_not_given(db_path, tmp_path):
     assert shown["context"] == "Maya"
 
 
-@pytest.mark.parametrize("name", ["work\u009b2J", "del\x7f", "tab\tname"])
-def test_a_bank_name_with_a_control_character_is_refused(db_path, name):
+@pytest.mark.parametrize(
+    "name, needle",
+    [
+        ("work\u009b2J", "control"),
+        ("del\x7f", "control"),
+        ("tab\tname", "control"),
+        ("work ", "space"),
+        (" work", "space"),
+    ],
+)
+def test_a_bank_name_with_a_control_character_is_refused(db_path, name, needle):
     """C1 controls (U+009B is a terminal's CSI) and DEL passed the bank-name check (only
-    characters below 32 were refused) and printed raw in `banks` and `stats`."""
+    characters below 32 were refused) and printed raw in `banks` and `stats`; "work " was
+    a bank beside "work"."""
     out = runner.invoke(app, ["--db", str(db_path), "--bank", name, "retain", "c1 bank"])
     assert out.exit_code != 0, out.output
-    one_error_line(out.output, "control")
+    one_error_line(out.output, needle)
     assert not db_path.exists()
 
 
