@@ -29,7 +29,7 @@ def said_on(fact: Fact) -> date:
     return utc_to_local(fact.mentioned_at).date()
 
 
-def _span(start: datetime, end: datetime | None) -> str:
+def period_text(start: datetime, end: datetime | None) -> str:
     """A period as briefly as it reads: a day, a whole month (2026-11), a whole year (2025),
     else first..last day (ends are exclusive)."""
     day = timedelta(days=1)
@@ -60,7 +60,7 @@ def said_and_about_times(
     said = said_day.isoformat()
     if start is None:
         return said
-    about = _span(start, end)
+    about = period_text(start, end)
     if about == said:
         return said
     ahead = " (future when said)" if start.date() > said_day else ""

@@ -753,3 +753,13 @@ def test_supersedes_a_fact_of_the_document_being_replaced_is_refused_before_writ
     assert [
         json.loads(x)["text"] for x in ok(mem(db, "list", "--format", "jsonl")).splitlines()
     ] == ["Alice lives in Nice."]
+
+
+def test_show_gives_a_period_by_its_last_day_as_list_does(db: Path) -> None:
+    """show printed "happened: 2026-05-09T00:00:00 .. 2026-05-17T00:00:00" where list says
+    "2026-05-09..2026-05-16": the exclusive end read as "through May 17"."""
+    ok(mem(db, "retain", "We fly to Lisbon from May 9 to May 16.", "--at", "2026-03-21"))
+    fact_id = json.loads(ok(mem(db, "list", "--format", "json")))[0]["id"]
+    shown = ok(mem(db, "show", str(fact_id)))
+    (line,) = [row for row in shown.splitlines() if row.strip().startswith("happened:")]
+    assert "2026-05-09..2026-05-16" in line and "until 2026-05-17T00:00:00" in line

@@ -140,6 +140,18 @@ def _confirm(question: str, yes: bool, refusal: str) -> None:
         fail("cancelled; nothing was changed")
 
 
+def _happened(start: str, end: str | None) -> str:
+    """A period as list shows it (its last day, not the exclusive end: "2026-05-09..
+    2026-05-16" read "through May 17" as "2026-05-09T00:00:00 .. 2026-05-17T00:00:00"), then
+    its exact bounds."""
+    from datetime import datetime
+
+    from memcli.blocks import period_text
+
+    brief = period_text(datetime.fromisoformat(start), end and datetime.fromisoformat(end))
+    return f"{brief}  (from {start} until {end})" if end else brief
+
+
 def _fact_line(f: Any) -> str:
     from memcli.blocks import memory_block
     from memcli.clock import local_text
@@ -264,10 +276,7 @@ def _show_text(s: dict[str, Any]) -> str:
         ("context", s["context"]),
         ("type", s["type"]),
         ("said", s["mentioned_at"]),
-        (
-            "happened",
-            s["occurred_start"] and f"{s['occurred_start']} .. {s['occurred_end'] or ''}",
-        ),
+        ("happened", s["occurred_start"] and _happened(s["occurred_start"], s["occurred_end"])),
         (
             "valid",
             f"from {s['valid_from']}" + (f" to {s['invalid_at']}" if s["invalid_at"] else ""),
