@@ -487,9 +487,13 @@ class Retainer:
         texts = [
             embed_text(p.text, p.item.context, p.span, p.entity_names, p.lead_in) for p in pending
         ]
-        vectors = self.embedder.embed(texts)
-        for p, v in zip(pending, vectors):
-            p.embedding = v
+        # Each distinct text once: a text repeated a thousand times (pasted twice, a log of
+        # one line) was embedded a thousand times, then all but one skipped as duplicates.
+        unique: dict[str, int] = {}
+        slots = [unique.setdefault(text, len(unique)) for text in texts]
+        vectors = self.embedder.embed(list(unique))
+        for p, slot in zip(pending, slots):
+            p.embedding = vectors[slot]
 
     # -- write ----------------------------------------------------------------------------
 

@@ -144,3 +144,28 @@ def test_a_reply_is_indexed_with_what_it_answers(store, remember):
         "WHERE f.text = 'Dinner was lovely.'"
     ).fetchone()[0]
     assert lead == ""
+
+
+def test_a_text_repeated_in_one_call_is_embedded_once(store, embedder):
+    """1 MB of one repeated sentence took ~110 s: every copy was embedded, then all but one
+    were skipped as duplicates."""
+
+    class Counting:
+        """The real embedder, counting the texts it is given."""
+
+        def __init__(self, inner):
+            self.inner, self.texts = inner, 0
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def embed(self, texts):
+            self.texts += len(texts)
+            return self.inner.embed(texts)
+
+    counting = Counting(embedder)
+    text = " ".join(["The boiler in the basement was serviced on Tuesday."] * 300)
+    summary = Retainer(store, "default", counting).retain([RetainItem(text)])
+    assert store.fact_count() == 1
+    assert summary.facts == 1 and summary.duplicates >= 40  # the splitter groups sentences
+    assert counting.texts == 1
