@@ -75,6 +75,18 @@ class MemoryService:
             self._store = Store(self.db, create=create)
         return self._store
 
+    def _bank(self, bank: str | None) -> str:
+        """The bank a call names (None: the server's). An empty or bad name is an error, as
+        the CLI's --bank '' is, not the server's bank."""
+        if bank is None:
+            return self.bank
+        from memcli.labels import bank_name_problem
+
+        problem = bank_name_problem(bank)
+        if problem:
+            raise ValueError(f"bank: {problem}")
+        return bank
+
     def embedder(self, bank: str, texts: list[str] | None = None) -> Any:
         """The bank's embedder (the configured one, else the bank's own model, else the one
         its first texts suit: memcli/models/choice.py), loaded once per model."""
@@ -120,7 +132,7 @@ class MemoryService:
         from memcli.retain import Retainer
         from memcli.timeparse import parse_when
 
-        when = parse_when(at) if at else None
+        when = parse_when(at) if at is not None else None
         item = items_from_text(
             text,
             None,
@@ -133,7 +145,7 @@ class MemoryService:
             },
         )
         with self._lock:
-            bank = bank or self.bank
+            bank = self._bank(bank)
             store = self.store(create=True)
             model = self.embedder(bank, [item.text])
             retainer = Retainer(store, bank, model, keep_stored=True)
@@ -164,10 +176,10 @@ class MemoryService:
             limit=limit,
             tags=tags or None,
             tags_match=tags_match,
-            now=parse_when(now) if now else None,
-            as_of=parse_when(as_of) if as_of else None,
+            now=parse_when(now) if now is not None else None,
+            as_of=parse_when(as_of) if as_of is not None else None,
         )
-        bank = bank or self.bank
+        bank = self._bank(bank)
         validate(options)  # a bad option is named before a missing store is
         with self._lock:
             result = run_recall(
@@ -189,7 +201,7 @@ class MemoryService:
             store = self.store()
             with store.snapshot():
                 facts = lifecycle.iter_facts(
-                    store, bank or self.bank, _selection(selection), limit=limit, offset=offset
+                    store, self._bank(bank), _selection(selection), limit=limit, offset=offset
                 )
                 return [lifecycle.fact_json(f) for f in facts]
 
@@ -199,7 +211,7 @@ class MemoryService:
         """The same JSON as `mem forget --format json` (with --dry-run: the plan)."""
         from memcli import lifecycle
 
-        bank = bank or self.bank
+        bank = self._bank(bank)
         with self._lock:
             store = self.store()
             plan = lifecycle.plan_forget(

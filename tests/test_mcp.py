@@ -431,3 +431,21 @@ def test_tools_refuse_unknown_arguments_and_values_of_another_type(db_path):
     (stored,) = fine.structured_content["stored"]
     assert stored["mentioned_at"].startswith("2020-01-01")
     assert Store(db_path).fact_count() == 1
+
+
+def test_an_empty_bank_or_time_is_an_error_not_the_default(db_path):
+    """bank "" and at "" fell back to the server's bank and to now, where the CLI's --bank ''
+    and --at '' are errors."""
+
+    async def session() -> list[Any]:
+        async with Client(server_params(db_path)) as client:
+            return [
+                await client.call_tool("retain", {"text": "Moved to Porto.", "bank": ""}),
+                await client.call_tool("retain", {"text": "Moved to Porto.", "at": ""}),
+                await client.call_tool("recall", {"query": "Porto", "bank": " "}),
+                await client.call_tool("recall", {"query": "Porto", "now": ""}),
+            ]
+
+    for result in run(session):
+        assert result.is_error, text_of(result)
+    assert not db_path.exists() or Store(db_path).fact_count() == 0
