@@ -19,6 +19,7 @@ What the commands promise:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -118,7 +119,17 @@ def iter_facts(
         raise OptionError("--limit must be positive")
     if offset < 0:
         raise OptionError("--offset cannot be negative")
-    return store.iter_facts(bank_id, sel, limit=limit, offset=offset)
+    facts = store.iter_facts(bank_id, sel, limit=limit, offset=offset)
+    return facts if sel.as_of is None else _as_they_stood(facts, sel.as_of)
+
+
+def _as_they_stood(facts: Iterator[Fact], as_of: datetime) -> Iterator[Fact]:
+    """Facts as they stood at as_of: a correction made after it is not known yet (a fact
+    corrected later was shown "corrected by 5" in the store as it stood before fact 5)."""
+    for fact in facts:
+        if fact.invalid_at is not None and fact.invalid_at > as_of:
+            fact = dataclasses.replace(fact, invalid_at=None, superseded_by=None)
+        yield fact
 
 
 # -- show ---------------------------------------------------------------------------------

@@ -266,6 +266,17 @@ def test_correct_then_as_of_sees_the_store_as_it_stood(db: Path) -> None:
     assert new in after and old not in after
     assert old in ids_listed(db, "--as-of", recorded.isoformat())
     assert new not in ids_listed(db, "--as-of", recorded.isoformat())
+    # As it stood: the later correction is not known yet (it read "corrected by N at ...").
+    then = ok(mem(db, "list", "--as-of", recorded.isoformat()))
+    assert "Rotterdam" in then and "corrected" not in then
+    (stood,) = [
+        f
+        for f in json.loads(
+            ok(mem(db, "list", "--as-of", recorded.isoformat(), "--format", "json"))
+        )
+        if f["id"] == old
+    ]
+    assert stood["superseded_by"] is None and stood["invalid_at"] is None
     assert old not in ids_listed(db) and old in ids_listed(db, "--include-invalid")
     shown = json.loads(ok(mem(db, "show", str(old), "--format", "json")))[0]
     assert [h["id"] for h in shown["history"]] == [old, new]
