@@ -495,6 +495,14 @@ def import_lines(
                 counts[kind] += 1
             flush()
             store.import_links(link_rows)
+            made_with = header["bank"].get("embedder")
+            if not vectors_ready and isinstance(made_with, str) and made_with:
+                # A bank without facts (all forgotten) keeps the model it was made with: its
+                # next retain embeds with that model, and its export reads as the file did.
+                fingerprint = header["bank"].get("embedder_fingerprint")
+                store.set_bank_embedder(
+                    bank_id, made_with, fingerprint if isinstance(fingerprint, str) else None
+                )
         except apsw.Error as exc:
             raise src.error(f"cannot be stored: {exc}; nothing imported") from None
         except OverflowError:

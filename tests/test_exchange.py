@@ -705,3 +705,15 @@ def test_a_vector_with_no_direction_is_refused(source: Path, target: Path, fill,
     dim = len(base64.b64decode(fact["vector"])) // 4
     fact["vector"] = base64.b64encode(struct.pack(f"<{dim}f", *[fill] * dim)).decode()
     _bad_import(target, "".join(json.dumps(r) + "\n" for r in records), named)
+
+
+def test_a_bank_without_facts_keeps_its_embedder_through_export_and_import(tmp_path: Path) -> None:
+    """A bank whose facts were all forgotten exported its embedder, but the import left the
+    new bank with none: its next retain chose another model, and re-exporting differed."""
+    db, copy = tmp_path / "a.db", tmp_path / "b.db"
+    ok(mem(db, "retain", "The spare key is under the blue pot."))
+    ok(mem(db, "forget", "1", "--yes"))
+    first = ok(mem(db, "export"))
+    assert json.loads(first.splitlines()[0])["bank"]["embedder"]
+    ok(mem(copy, "import", "-", input=first))
+    assert ok(mem(copy, "export")) == first
