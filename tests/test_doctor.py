@@ -200,3 +200,31 @@ def test_a_configured_reranker_that_is_not_there_fails(db_path, tmp_path, monkey
     checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
     assert checks["reranker"]["status"] == "fail"
     assert "/nonexistent/rerank.gguf" in checks["reranker"]["detail"]
+
+
+def test_a_writer_holding_the_lock_past_the_timeout_skips_the_fts_check(db_path):
+    """An import longer than the busy timeout beside doctor: the FTS check reported FAIL
+    ("locked by another process ... nothing was written, try again"), exit 1, about an
+    index nobody had looked at."""
+    import subprocess
+    import sys
+
+    make_store(db_path)
+    writer = raw(db_path)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO meta(key, value) VALUES ('held', '1')")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "memcli", "--db", str(db_path), "doctor", "--format", "json"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "MEM_BUSY_TIMEOUT_MS": "300"},
+            timeout=120,
+        )
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    obj = json.loads(done.stdout)
+    fts = by_name(obj)["fts5 integrity-check"]
+    assert fts["status"] == "skip" and "locked by another process" in fts["detail"], fts
+    assert done.returncode == 0, done.stdout

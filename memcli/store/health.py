@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-from memcli.store.types import StoreError
+from memcli.store.types import StoreBusy, StoreError
 
 
 class HealthMixin:
@@ -27,10 +27,14 @@ class HealthMixin:
 
     def fts_integrity_error(self) -> str | None:
         """FTS5's own integrity-check of fact_fts (its index against its stored rows); None
-        when it passes. The command is spelled as an INSERT but changes nothing."""
+        when it passes. The command is spelled as an INSERT but changes nothing. StoreBusy
+        when another process held the write lock past the busy timeout: that says nothing
+        of the index."""
         try:
             with self.atomic():  # the write lock, waited for as any writer waits
                 self.conn.execute("INSERT INTO fact_fts(fact_fts) VALUES('integrity-check')")
+        except StoreBusy:
+            raise
         except (apsw.Error, StoreError) as exc:
             return str(exc)
         return None
