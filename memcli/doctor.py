@@ -122,6 +122,17 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
         )
     else:
         out.append(Check("orphan rows", OK, "no orphan links, entity rows, tags or entities"))
+    damaged = store.damaged_fact_fields()
+    out.append(
+        Check(
+            "fact fields",
+            FAIL,
+            f"tags or metadata that are not JSON of their kind, read as none: fact "
+            f"{_ids(damaged[:20], len(damaged) > 20)}",
+        )
+        if damaged
+        else Check("fact fields", OK, "every fact's tags and metadata read")
+    )
     abandoned = store.abandoned_staging_banks()
     out.append(
         Check(

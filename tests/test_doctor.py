@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import apsw
+import pytest
 import sqlite_vec
 from typer.testing import CliRunner
 
@@ -228,3 +229,23 @@ def test_a_writer_holding_the_lock_past_the_timeout_skips_the_fts_check(db_path)
     fts = by_name(obj)["fts5 integrity-check"]
     assert fts["status"] == "skip" and "locked by another process" in fts["detail"], fts
     assert done.returncode == 0, done.stdout
+
+
+@pytest.mark.parametrize(
+    "column, value", [("tags", "pets"), ("tags", '{"a": 1}'), ("tags", "[1]"), ("metadata", "[]")]
+)
+def test_a_fact_field_damaged_by_hand_is_reported_and_the_fact_still_reads(db_path, column, value):
+    """tags set to 'pets' by hand: every command (list, show, recall, export, even forget
+    of that fact) failed with "unexpected JSONDecodeError", and doctor passed."""
+    make_store(db_path)
+    writer = raw(db_path)
+    writer.execute(f"UPDATE facts SET {column} = ? WHERE id = 1", (value,))
+    writer.close()
+    code, obj = checks(db_path)
+    fields = by_name(obj)["fact fields"]
+    assert code == 1 and fields["status"] == "fail" and "fact id 1" in fields["detail"], fields
+    for args in (["list"], ["show", "1"], ["export"], ["forget", "1", "--yes"]):
+        out = mem(db_path, *args)
+        assert out.exit_code == 0, (args, out.output)
+    code, obj = checks(db_path)
+    assert code == 0, obj

@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 
 from memcli import fts
-from memcli.store.types import Fact, batched, id_json, iso, marks
+from memcli.store.types import Fact, batched, id_json, iso, marks, stored_json
 
 # One probe of the facts_context index per candidate name (see contexts_among).
 CONTEXTS_AMONG_SQL = (
@@ -59,8 +59,8 @@ def _fact_from_row(row: Sequence[Any], entities: list[str]) -> Fact:
         when(row[6]) if row[6] else None,  # occurred_end
         # Most facts have none: json.loads of every "{}" and "[]" was ~15% of reading
         # recall's ~400-600 candidates.
-        [] if row[7] == "[]" else json.loads(row[7]),  # tags
-        {} if row[8] == "{}" else json.loads(row[8]),  # metadata
+        [] if row[7] == "[]" else stored_json(row[7], list),  # tags
+        {} if row[8] == "{}" else stored_json(row[8], dict),  # metadata
         row[9],  # proof_count
         row[10],  # source_id
         row[11],  # document_id

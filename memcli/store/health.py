@@ -75,6 +75,21 @@ class HealthMixin:
             out["vectors_without_fact"] = sorted(vec_ids - fact_ids)[:limit]
         return out
 
+    def damaged_fact_fields(self, limit: int = 20) -> list[int]:
+        """Facts whose tags are not a JSON array of strings or whose metadata is not a JSON
+        object (a row edited by hand): read as no tags and no metadata."""
+        rows = self.conn.execute(
+            # json_type of text that is not JSON raises: asked only of valid JSON.
+            "SELECT id FROM facts "
+            "WHERE (CASE WHEN json_valid(tags) THEN json_type(tags) END) IS NOT 'array' "
+            "OR EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(tags) THEN tags END) "
+            "WHERE type != 'text') "
+            "OR (CASE WHEN json_valid(metadata) THEN json_type(metadata) END) IS NOT 'object' "
+            "ORDER BY id LIMIT ?",
+            (limit + 1,),
+        ).fetchall()
+        return [r[0] for r in rows]
+
     def orphan_counts(self) -> dict[str, int]:
         """Rows that point at nothing (links, fact-entity rows, tags) and entities that no
         fact mentions any more."""

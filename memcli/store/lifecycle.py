@@ -19,7 +19,7 @@ import numpy as np
 
 from memcli.store.facts import _fact_from_row, fact_columns
 from memcli.store.search import filter_sql
-from memcli.store.types import Fact, StoreError, batched, iso, marks
+from memcli.store.types import Fact, StoreError, batched, iso, marks, stored_json
 
 # Rows fetched per query when streaming (list, export): memory stays bounded at any size.
 # Paged reads walk the primary key (`+bank_id` keeps SQLite from choosing a bank index and
@@ -50,7 +50,17 @@ FACT_EXPORT_COLUMNS = (
     "invalid_at",
     "superseded_by",
 )
-_JSON_COLUMNS = {"tags", "metadata", "aliases"}
+_JSON_COLUMNS = {"tags": list, "metadata": dict, "aliases": list}
+
+
+def _column_value(column: str, value: Any) -> Any:
+    """An exported column's value: JSON columns parsed (a fact's tags or metadata damaged by
+    hand as none, as facts read them: doctor names such facts)."""
+    kind = _JSON_COLUMNS.get(column)
+    if kind is None:
+        return value
+    return json.loads(value) if column == "aliases" else stored_json(value, kind)
+
 
 # Held outside any migration on purpose: it exists only while a re-embedding is under way
 # (vectors of the new model, waiting to replace the bank's in one transaction).
@@ -429,9 +439,7 @@ class LifecycleMixin:
                     ):
                         keys.setdefault(eid, []).append(key)
             for row in rows:
-                rec = {
-                    c: (json.loads(v) if c in _JSON_COLUMNS else v) for c, v in zip(columns, row)
-                }
+                rec = {c: _column_value(c, v) for c, v in zip(columns, row)}
                 if table == "entities":
                     rec["keys"] = keys.get(row[0], [])
                 yield rec
@@ -467,10 +475,7 @@ class LifecycleMixin:
                     blobs[fid] = np.asarray(vec, dtype="<f4").tobytes()
             n = len(FACT_EXPORT_COLUMNS)
             for row in rows:
-                rec = {
-                    c: (json.loads(v) if c in _JSON_COLUMNS else v)
-                    for c, v in zip(FACT_EXPORT_COLUMNS, row[:n])
-                }
+                rec = {c: _column_value(c, v) for c, v in zip(FACT_EXPORT_COLUMNS, row[:n])}
                 rec["entities"] = entity_ids.get(row[0], [])
                 rec["fts_entities"] = row[n]
                 rec["fts_lead_in"] = row[n + 1]

@@ -138,3 +138,16 @@ def content_hash(
         )
     )
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def stored_json(raw: str, kind: type) -> Any:
+    """A tags or metadata column as its kind; a value damaged by hand (not JSON, or of
+    another kind) reads as empty, so the fact can still be listed, exported or forgotten
+    (every command failed on it), and doctor names it."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return kind()
+    if not isinstance(value, kind) or (kind is list and not all(isinstance(t, str) for t in value)):
+        return kind()
+    return value
