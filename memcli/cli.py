@@ -241,6 +241,8 @@ def retain(
         for body, origin in texts:
             items.append(items_from_text(body, origin, defaults))
         for path in jsonl or []:
+            if not path:
+                fail("--jsonl needs a file path, or - for stdin", 2)
             raw = decode_lines(_read_bytes(Path(path))[0])
             try:
                 batch, skipped = items_from_jsonl(raw, defaults, skip_invalid=skip_invalid)
@@ -466,7 +468,13 @@ def recall(
     except RecallError as exc:
         fail(str(exc), 2)
     if query is not None and not has_visible_text(query):
-        fail("the query is empty or only spaces and control characters", 2)
+        bad = _undecodable_input()  # $'\xff' reaches Python as a lone surrogate, no letter
+        fail(
+            f"{bad} is not valid UTF-8 text"
+            if bad
+            else "the query is empty or only spaces and control characters",
+            2,
+        )
     try:
         base.as_of = parse_when(as_of) if as_of is not None else None
     except ValueError as exc:

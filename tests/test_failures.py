@@ -1328,3 +1328,24 @@ def test_a_budget_too_small_for_any_memory_is_a_usage_error_however_small(db_pat
     assert json_out.exit_code == 0  # a script reads an empty result, as before
     cut = mem(db_path, "recall", "spare key", "--min-score", "99")
     assert cut.exit_code == 0 and "none fit" in cut.output  # --min-score is no usage error
+
+
+@pytest.mark.parametrize(
+    "args, code, needle",
+    [
+        (["recall", b"\xff"], 2, "not valid UTF-8"),
+        (["retain", "--jsonl", ""], 2, "--jsonl needs a file path"),
+    ],
+)
+def test_messages_say_what_is_wrong(db_path, args, code, needle):
+    """recall $'\\xff' said "the query is empty or only spaces and control characters";
+    --jsonl "" said "cannot read .: Is a directory"."""
+    argv = [a if isinstance(a, str) else os.fsdecode(a) for a in args]
+    done = subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(db_path), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == code, done.stderr
+    one_error_line(done.stderr, needle)
