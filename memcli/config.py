@@ -37,6 +37,9 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return check
 
 
+INT64_MAX = 2**63 - 1  # memcli.store.INT64_MAX (importing the store here loads apsw)
+
+
 def _positive_int(raw: Any) -> int:
     if isinstance(raw, bool):
         raise ConfigError(f"{raw!r} is not a positive whole number")
@@ -46,6 +49,8 @@ def _positive_int(raw: Any) -> int:
         raise ConfigError(f"{raw!r} is not a positive whole number") from None
     if value <= 0:
         raise ConfigError(f"{raw!r} is not a positive whole number")
+    if value > INT64_MAX:  # as the flags are checked (cliparams): SQLite's largest integer
+        raise ConfigError(f"{raw!r} is out of range (at most {INT64_MAX})")
     return value
 
 

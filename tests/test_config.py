@@ -189,3 +189,17 @@ def test_show_reports_the_global_flags(cfg, tmp_path):
     shown = json.loads(r.stdout)["settings"]
     assert shown["db"] == {"value": str(tmp_path / "x.db"), "source": "flag", "env": "MEM_DB"}
     assert shown["bank"]["source"] == "flag" and shown["bank"]["value"] == "work"
+
+
+def test_a_setting_past_the_flags_range_is_refused_from_the_environment_and_the_file(
+    tmp_path, monkeypatch
+):
+    """--max-tokens 99999999999999999999 was out of range (exit 2), but MEM_MAX_TOKENS and
+    `config set max_tokens` took it, and recall printed it back as the budget."""
+    from memcli.config import ConfigError, Settings
+
+    huge = "9" * 20
+    monkeypatch.setenv("MEM_MAX_TOKENS", huge)
+    monkeypatch.setenv("MEM_CONFIG", str(tmp_path / "config.toml"))
+    with pytest.raises(ConfigError, match="out of range"):
+        Settings().resolve("max_tokens", None)
