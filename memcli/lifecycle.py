@@ -613,6 +613,10 @@ def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
     state = store.reembed_state(bank_id)
     if state == wanted:
         return
+    if not store.bank_exists(bank_id):
+        raise LifecycleError(
+            "the bank was deleted by another process meanwhile; nothing to re-embed"
+        )
     if state is None:
         raise LifecycleError(
             "another process finished a re-embedding of this bank meanwhile; this one "

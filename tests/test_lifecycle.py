@@ -490,6 +490,25 @@ def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_
         assert store.bank_embedder(bank)[1] != q8.fingerprint
 
 
+def test_a_reembed_whose_bank_is_deleted_meanwhile_says_so(db: Path, other_model) -> None:
+    """A bank deleted beside its re-embedding: "another process finished a re-embedding of
+    this bank meanwhile ... run it again", and run again it said "unknown bank"."""
+    from memcli.models.embedder import load_embedder
+
+    q8 = load_embedder(other_model)
+    seen = []
+
+    def deleted(n: int) -> None:
+        seen.append(n)
+        if len(seen) == 1:
+            with Store(db) as other, other.atomic():
+                other.delete_bank(other.require_bank("default"))
+
+    with Store(db) as store:
+        with pytest.raises(lifecycle.LifecycleError, match="deleted"):
+            lifecycle.reembed(store, "default", q8, batch=2, progress=deleted)
+
+
 # -- banks ----------------------------------------------------------------------------------
 
 
