@@ -390,6 +390,7 @@ def import_lines(
 
         spellings: dict[int, list[str]] = {}
         pending: list[tuple[dict[str, Any], list[int]]] = []
+        fact_ids_seen: set[int] = set()
         link_rows: list[tuple[int, int, str, float]] = []
         vectors_ready = False
 
@@ -465,6 +466,11 @@ def import_lines(
                     store.import_entity(bank_id, rec["id"], rec)
                     spellings[rec["id"]] = [rec["name"], *rec["aliases"]]
                 elif kind == "fact":
+                    if rec["id"] in fact_ids_seen:
+                        # Found here, not when the batch is written (the error named the line
+                        # being read then, the end record's).
+                        raise src.error(f"(fact) has id {rec['id']}, as a fact record before it")
+                    fact_ids_seen.add(rec["id"])
                     rec["id"] += f
                     rec["document_id"] = opt(rec["document_id"], d)
                     rec["chunk_id"] = opt(rec["chunk_id"], c)

@@ -719,3 +719,14 @@ def test_a_bank_without_facts_keeps_its_embedder_through_export_and_import(tmp_p
     assert json.loads(first.splitlines()[0])["bank"]["embedder"]
     ok(mem(copy, "import", "-", input=first))
     assert ok(mem(copy, "export")) == first
+
+
+def test_a_fact_id_given_twice_is_reported_at_its_line(source: Path, target: Path) -> None:
+    """A duplicate fact id was reported at the end record's line ("UNIQUE constraint
+    failed"), not at the duplicate's."""
+    lines = ok(mem(source, "export")).splitlines(keepends=True)
+    facts = [i for i, line in enumerate(lines) if json.loads(line)["kind"] == "fact"]
+    first, second = (json.loads(lines[i]) for i in facts[:2])
+    second["id"] = first["id"]
+    lines[facts[1]] = json.dumps(second) + "\n"
+    _bad_import(target, "".join(lines), f"line {facts[1] + 1}", f"has id {first['id']}")
