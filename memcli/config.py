@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -210,11 +211,15 @@ def _toml_value(value: Any) -> str:
 
 
 def write_file(values: dict[str, Any], path: Path | None = None) -> Path:
-    """Write the flat table atomically (a crash leaves the old file or the new one)."""
+    """Write the flat table atomically (a crash leaves the old file or the new one). The
+    user's own lines (comments, blank lines, order) are kept where the file can be edited
+    key by key (_edited); `config set` rewrote it whole, and a user's notes were gone."""
     path = path or config_path()
-    lines = ["# mem settings: `mem config show` lists every key and its source."]
-    lines += [f"{name} = {_toml_value(values[name])}" for name in KEYS if name in values]
-    text = "\n".join(lines) + "\n"
+    text = _edited(path, values)
+    if text is None:
+        lines = ["# mem settings: `mem config show` lists every key and its source."]
+        lines += [f"{name} = {_toml_value(values[name])}" for name in KEYS if name in values]
+        text = "\n".join(lines) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -224,6 +229,54 @@ def write_file(values: dict[str, Any], path: Path | None = None) -> Path:
     except OSError as exc:
         raise ConfigError(f"cannot write config {path}: {exc.strerror or exc}") from None
     return path
+
+
+_KEY_LINE = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
+
+
+def _edited(path: Path, values: dict[str, Any]) -> str | None:
+    """The file's text with each key's line set to its value (a key not there appended, a
+    key not in values dropped), the rest as it was; None when there is no file to edit, or
+    when the edit would not read back as values (a key written over several lines)."""
+    import tomllib
+
+    try:
+        old = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines, written = [], set()
+    for line in old.splitlines():
+        m = _KEY_LINE.match(line)
+        name = m.group(1) if m else None
+        if name in KEYS:
+            if name in values and name not in written:
+                # A line whose value stays is kept whole, its comment with it.
+                lines.append(
+                    line
+                    if _line_value(line, name) == values[name]
+                    else f"{name} = {_toml_value(values[name])}"
+                )
+                written.add(name)
+            continue  # unset (or a repeat, which TOML refuses anyway)
+        lines.append(line)
+    lines += [f"{n} = {_toml_value(values[n])}" for n in KEYS if n in values and n not in written]
+    text = "\n".join(lines) + "\n"
+    try:
+        if {n: KEYS[n].parse(v) for n, v in tomllib.loads(text).items()} != values:
+            return None
+    except (tomllib.TOMLDecodeError, ConfigError, KeyError):
+        return None
+    return text
+
+
+def _line_value(line: str, name: str) -> Any:
+    """The value one `key = value` line gives its key (None when it reads as no value)."""
+    import tomllib
+
+    try:
+        return KEYS[name].parse(tomllib.loads(line)[name])
+    except (tomllib.TOMLDecodeError, ConfigError, KeyError):
+        return None
 
 
 def _check_model_file(name: str, value: str) -> None:

@@ -203,3 +203,19 @@ def test_a_setting_past_the_flags_range_is_refused_from_the_environment_and_the_
     monkeypatch.setenv("MEM_CONFIG", str(tmp_path / "config.toml"))
     with pytest.raises(ConfigError, match="out of range"):
         Settings().resolve("max_tokens", None)
+
+
+def test_config_set_and_unset_keep_the_users_comments(tmp_path, monkeypatch):
+    """`mem config set format md` rewrote the file whole: the user's comments were gone."""
+    from memcli.config import load_file, set_value, unset_value
+
+    path = tmp_path / "config.toml"
+    path.write_text('# keep this note\nbudget = "high"  # why\n\n# models\nthreads = 2\n')
+    set_value("format", "md", path)
+    assert 'budget = "high"  # why' in path.read_text()  # a line whose value stays, whole
+    set_value("budget", "low", path)
+    unset_value("threads", path)
+    text = path.read_text()
+    assert "# keep this note" in text and "# models" in text
+    assert text.index("# keep this note") < text.index("budget") < text.index("format")
+    assert load_file(path) == {"budget": "low", "format": "md"}
