@@ -5,7 +5,7 @@ environment, and (where a command has it) the --flag. A value's source is kept w
 `--trace` can say where each one came from (flag > env > config > default).
 
 The file lives in the platformdirs user config dir (~/.config/mem/config.toml), or at
-$MEM_CONFIG. It is flat: `key = value` lines, written back whole by `mem config set`.
+$MEM_CONFIG. It is flat: `key = value` lines; `mem config set` edits the key's line only.
 Standard library only (tomllib reads; the writer is below): the CLI loads this at start-up.
 """
 
