@@ -431,7 +431,7 @@ def recall(
 ) -> None:
     """Recall the memories that best answer QUERY, sized to a token budget."""
     from memcli import render
-    from memcli.display import has_visible_text
+    from memcli.display import NO_WORDS, has_searchable_text, has_visible_text
     from memcli.recall import ARMS, RecallError, RecallOptions, validate
     from memcli.recall import recall as run_recall
     from memcli.recall.pipeline import collector_paused
@@ -475,6 +475,8 @@ def recall(
             else "the query is empty or only spaces and control characters",
             2,
         )
+    if query is not None and not has_searchable_text(query):
+        fail(NO_WORDS, 2)
     try:
         base.as_of = parse_when(as_of) if as_of is not None else None
     except ValueError as exc:

@@ -30,6 +30,15 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+NO_WORDS = "the query has no letters, digits or symbols to search for (only punctuation)"
+
+
+def has_searchable_text(text: str) -> bool:
+    """True when the text has a letter, a digit or a symbol (an emoji): a query of only
+    punctuation ('"', "?!") has nothing to search for, and its embedding ranks noise."""
+    return any(unicodedata.category(ch)[0] in "LNS" for ch in text)
+
+
 def has_visible_text(text: str) -> bool:
     """True when the text has at least one character that is neither space nor control."""
     return any(not ch.isspace() and unicodedata.category(ch)[0] != "C" for ch in text)

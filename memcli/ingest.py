@@ -13,7 +13,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from memcli.display import has_visible_text
+from memcli.display import NO_WORDS, has_searchable_text, has_visible_text
 from memcli.recall.types import ARMS, RecallOptions
 from memcli.retain import RetainError, RetainItem, check_item
 from memcli.store import FACT_TYPES, INT64_MAX, check_bank_name
@@ -229,6 +229,8 @@ def recall_request(
     query = obj.get("query")
     if not isinstance(query, str) or not has_visible_text(query):
         raise ValueError('needs a "query" string with some text (not only spaces or controls)')
+    if not has_searchable_text(query):
+        raise ValueError(f'"query": {NO_WORDS}')
     _check_text(query, '"query"')
     changes: dict[str, Any] = {}
     if obj.get("now") is not None:

@@ -1349,3 +1349,18 @@ def test_messages_say_what_is_wrong(db_path, args, code, needle):
     )
     assert done.returncode == code, done.stderr
     one_error_line(done.stderr, needle)
+
+
+@pytest.mark.parametrize("query", ['"', "?!", "...", "«»"])
+def test_a_query_of_only_punctuation_is_a_usage_error(db_path, tmp_path, query):
+    """recall '"' returned an unrelated memory at a high score: the semantic arm ranked the
+    embedding of a quote mark. A query with nothing to search for is refused, alone and in
+    a --batch (before any answer)."""
+    seeded(db_path)
+    out = mem(db_path, "recall", query)
+    assert out.exit_code == 2, out.output
+    one_error_line(out.output, "no letters, digits or symbols")
+    batch = write_jsonl(tmp_path / "b.jsonl", [{"query": "spare key"}, {"query": query}])
+    out = mem(db_path, "recall", "--batch", str(batch))
+    assert out.exit_code != 0 and out.stdout == "", out.output
+    assert mem(db_path, "recall", "🔑").exit_code == 0  # a symbol is something to search

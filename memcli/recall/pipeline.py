@@ -26,7 +26,7 @@ from typing import Any
 from memcli import tokens
 from memcli.blocks import block_tokens, block_tokens_at_least
 from memcli.clock import local_to_utc, utc_to_local, utcnow
-from memcli.display import has_visible_text
+from memcli.display import NO_WORDS, has_searchable_text, has_visible_text
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
 from memcli.recall.filters import FactFilter
@@ -150,6 +150,8 @@ def _recall_once(
     settings = settings or RecallSettings()
     if not query or not has_visible_text(query):
         raise RecallError("the query is empty or only control characters")
+    if not has_searchable_text(query):
+        raise RecallError(NO_WORDS)
     timings: dict[str, float] = {}
     started = time.perf_counter()
     now = options.now or utcnow()
