@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from memcli import render
-from memcli.recall import RecallOptions, recall, replies
+from memcli.recall import RecallError, RecallOptions, recall, replies
 from memcli.recall.types import ARMS, Candidate
 from memcli.retain import RetainItem
 from memcli.settings import RecallSettings
@@ -89,9 +89,12 @@ def test_temporal_arm_alone_finds_what_happened_in_the_window(store, remember, e
 
 def test_fts5_syntax_in_a_query_is_plain_words(store, remember, embedder):
     remember("Notes on the NEAR field communication chip and the AND gate.")
-    for query in ['"unbalanced', "(NEAR OR", "chip*", "-gate", "col:umn", "AND OR NOT", "'\")(*:"]:
+    for query in ['"unbalanced', "(NEAR OR", "chip*", "-gate", "col:umn", "AND OR NOT", "'\")(x*:"]:
         result = run(store, embedder, query)
         assert isinstance(result.results, list)
+    # Only FTS5's punctuation: nothing to search for, a clear error (no FTS5 syntax error).
+    with pytest.raises(RecallError, match="no letters"):
+        run(store, embedder, "'\")(*:")
     result = run(store, embedder, "NEAR AND (chip)")
     assert result.results and "NEAR field" in result.results[0].fact.text
 
