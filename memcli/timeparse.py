@@ -1186,17 +1186,23 @@ def _dateparser() -> Any:
 # am/pm ("25pm" was 01:00), an hour past 24 or a minute past 59, a day past 31 after a month
 # ("March 32" was March 1932), a negative count before "ago" ("-5 days ago" was 5 days ago),
 # and a day of the month with no month ("the 5th" was May, the fifth month).
-_MONTH_NAME = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_MONTH_NAME = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
+)
+_HOUR = r"(?<![:.\d])"  # a number that starts a time: not the minutes of "14:35" or "3.30pm"
+_BAD_DAY = r"(?:3[2-9]|[4-9]\d)(?:st|nd|rd|th)?\b"
 _MISREAD = re.compile(
-    r"(?<![:\d])(?:0|1[3-9]|[2-9]\d)\s*[ap]\.?m\b"
-    r"|\b(?:2[5-9]|[3-9]\d):\d{2}\b|\b24:(?!00\b)\d{2}\b|\b\d{1,2}:(?:[6-9]\d)\b"
-    rf"|\b{_MONTH_NAME}\s+(?:3[2-9]|[4-9]\d)\b(?!\s*,?\s*\d)"
+    rf"{_HOUR}(?:0|1[3-9]|[2-9]\d)\s*[ap]\.?m\b"
+    rf"|{_HOUR}(?:2[5-9]|[3-9]\d):\d{{2}}\b|{_HOUR}24:(?!00\b)\d{{2}}\b"
+    rf"|{_HOUR}\d{{1,2}}:[6-9]\d\b"
+    rf"|\b{_MONTH_NAME}\s+{_BAD_DAY}|\b{_BAD_DAY}\s+(?:of\s+)?{_MONTH_NAME}"
     r"|-\s*\d+\s*(?:second|minute|hour|day|week|month|year)s?\s+ago\b"
     r"|^(?:the\s+)?\d{1,2}(?:st|nd|rd|th)$",
     re.IGNORECASE,
 )
-# What may surround the words of a date phrase that fill the whole input: spaces and
-# punctuation, not words ("2 weeks ago potato" is no time).
+# What may follow the words of a date phrase that ends the input: spaces and punctuation,
+# not words ("2 weeks ago potato" is no time).
 _NOT_WORDS = re.compile(r"[\s.,;:!?()'\"-]*")
 
 
@@ -1270,6 +1276,8 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
         found = scan_cjk_phrase(text, base)
     if found is not None:
         span, (start, end) = found
-        if _NOT_WORDS.fullmatch(text[:start]) and _NOT_WORDS.fullmatch(text[end:]):
+        # Words before the phrase qualify it ("sometime in 2023", "roughly 3 weeks ago");
+        # words after it are no part of it ("2024-06-01 garbage", "+05:00 garbage").
+        if _NOT_WORDS.fullmatch(text[end:]):
             return local_to_utc(span.start)
     raise error

@@ -583,6 +583,10 @@ def test_a_posix_tz_string_reads_natural_language_in_a_new_process(zone, text, e
         "2024-01-01T00:00:00+05:60",
         "2024\x00",  # read as today's month and day in 2024
         "yesterday\n5pm",
+        "March 32nd",  # the review's: all four read as 1932 or 1945
+        "32 March",
+        "32nd of March",
+        "March 45th",
     ],
 )
 def test_parse_when_refuses_what_it_can_only_misread(text):
@@ -608,6 +612,18 @@ def test_parse_when_refuses_what_it_can_only_misread(text):
         ("2024-01-01T00:00:00-12:00", datetime(2024, 1, 1, 12)),
         ("5 days ago", datetime(2026, 12, 1, 1)),
         ("2 weeks ago.", datetime(2026, 11, 22, 1)),
+        # The review's: seconds past minute 25 tripped the hour check, a dotted time the
+        # am/pm one, a qualifier before a phrase the whole-text rule.
+        ("Sat Dec  5 02:47:13 UTC 2026", datetime(2026, 12, 5, 2, 47, 13)),
+        ("Mon, 10 Jun 2024 14:35:12 +0200", datetime(2024, 6, 10, 12, 35, 12)),
+        ("May 5 2024 11:45:30 PM", datetime(2024, 5, 5, 23, 45, 30)),
+        ("2024-06-01 12:30:45 UTC", datetime(2024, 6, 1, 12, 30, 45)),
+        ("3.30pm", datetime(2026, 12, 5, 15, 30)),  # the past's 3.30pm (at 01:00)
+        ("11.59 pm", datetime(2026, 12, 5, 23, 59)),
+        ("sometime in 2023", datetime(2023, 1, 1)),
+        ("roughly 3 weeks ago", datetime(2026, 11, 12)),
+        ("during last summer", datetime(2026, 6, 1)),
+        ("maybe 40 days ago", datetime(2026, 10, 27)),  # "maybe" is no month
     ],
 )
 def test_parse_when_still_reads_what_it_read(text, expected, monkeypatch):
