@@ -519,6 +519,34 @@ async def _serve_stdio(server: Any) -> None:
     a fraction, true, an object) as a notification, which gets no answer: either way a
     client would wait forever. Such lines get a JSON-RPC error (id null: JSON-RPC 2.0,
     section 5.1) instead."""
+    try:
+        await _serve_lines(server)
+    except Exception as exc:  # noqa: BLE001 - a client gone mid-answer, else raised again
+        if not _reader_gone(exc):
+            raise
+
+
+def _reader_gone(exc: BaseException) -> bool:
+    """Whether exc (or every exception of its group) is the client's end of stdout closed:
+    the end of the session as a reader that went away, not an error."""
+    import anyio
+
+    inner = getattr(exc, "exceptions", None)
+    if inner is not None:
+        return bool(inner) and all(_reader_gone(e) for e in inner)
+    return isinstance(
+        exc,
+        (
+            BrokenPipeError,
+            ConnectionResetError,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+        ),
+    )
+
+
+async def _serve_lines(server: Any) -> None:
+    """_serve_stdio's loop over stdin's lines (see there)."""
     import anyio
     import mcp_types as types
     from mcp.server.stdio import stdio_server
@@ -531,6 +559,7 @@ async def _serve_stdio(server: Any) -> None:
     # Ids of the requests handed to the SDK and not yet answered: at the end of input the
     # SDK stops, and a call still running got no answer (its write committed all the same).
     unanswered: Counter = Counter()
+
     with _claimed_stdin() as lines:
         async with stdio_server(stdin=_screened(lines, refused)) as (wire_in, wire_out):
             send, receive = anyio.create_memory_object_stream[SessionMessage](0)

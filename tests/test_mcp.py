@@ -449,3 +449,47 @@ def test_an_empty_bank_or_time_is_an_error_not_the_default(db_path):
     for result in run(session):
         assert result.is_error, text_of(result)
     assert not db_path.exists() or Store(db_path).fact_count() == 0
+
+
+def test_a_client_gone_mid_call_ends_the_server_quietly(db_path):
+    """A client that closed both pipes while a call ran: the server, answering the call at
+    end of input, died of the closed stdout (unexpected ExceptionGroup, exit 1)."""
+    import subprocess
+    import time
+
+    params = server_params(db_path)
+    proc = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(params.env or {})},
+    )
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    text = " ".join(f"gamma{i}" for i in range(3000))
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "retain", "arguments": {"text": text}},
+    }
+    for message in (init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call):
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 0
+    time.sleep(0.3)  # the call is running
+    proc.stdin.close()
+    proc.stdout.close()
+    code = proc.wait(timeout=180)
+    stderr = proc.stderr.read().decode()
+    assert code == 0, stderr
+    assert "error" not in stderr, stderr
