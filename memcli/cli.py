@@ -99,7 +99,7 @@ def main_options(
         source = state.sources["bank"].source
         fail(f"{'--bank' if source == 'flag' else source}: {problem}", 2)
     busy = os.environ.get("MEM_BUSY_TIMEOUT_MS")
-    if busy is not None:
+    if busy:  # empty is not set, as for every MEM_ variable
         from memcli.store.types import busy_timeout_problem
 
         problem = busy_timeout_problem(busy)

@@ -1268,7 +1268,7 @@ def test_jsonl_given_twice_retains_both_files(db_path, tmp_path):
     assert fact_count(db_path) == 2
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "3000000000", "9" * 20])
+@pytest.mark.parametrize("value", ["abc", "-1", "3000000000", "9" * 20, "\u00b3", "9" * 5000])
 def test_a_bad_busy_timeout_is_a_setting_error_naming_the_variable(db_path, value):
     """MEM_BUSY_TIMEOUT_MS=abc and -1 were taken silently as 30 s; 3000000000 and a
     20-digit value failed as "cannot open ...: overflowed C int", blaming the store."""
@@ -1281,7 +1281,20 @@ def test_a_bad_busy_timeout_is_a_setting_error_naming_the_variable(db_path, valu
         timeout=120,
     )
     assert done.returncode == 2, done.stderr
-    one_error_line(done.stderr, "$MEM_BUSY_TIMEOUT_MS", repr(value))
+    one_error_line(done.stderr, "$MEM_BUSY_TIMEOUT_MS")
+
+
+def test_an_empty_busy_timeout_is_not_set(db_path):
+    """MEM_BUSY_TIMEOUT_MS= meant the default before it was checked, as any empty MEM_*."""
+    seeded(db_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(db_path), "list"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MEM_BUSY_TIMEOUT_MS": ""},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize(

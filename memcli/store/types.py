@@ -19,8 +19,10 @@ BUSY_TIMEOUT_MAX_MS = 2**31 - 1  # SQLite takes a C int
 def busy_timeout_problem(raw: str) -> str | None:
     """What is wrong with a MEM_BUSY_TIMEOUT_MS value, or None (the CLI says it)."""
     text = raw.strip()
-    if not text.isdigit() or int(text) > BUSY_TIMEOUT_MAX_MS:
-        return f"{raw!r} is not a whole number of milliseconds from 0 to {BUSY_TIMEOUT_MAX_MS}"
+    # ASCII digits only ("³" is a digit to str.isdigit, not to int), and few of them.
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > BUSY_TIMEOUT_MAX_MS:
+        shown = raw if len(raw) <= 40 else raw[:37] + "..."
+        return f"{shown!r} is not a whole number of milliseconds from 0 to {BUSY_TIMEOUT_MAX_MS}"
     return None
 
 
@@ -29,7 +31,7 @@ def _busy_timeout_ms() -> int:
     that is none: 30 s; the CLI refuses it first)."""
     import os
 
-    raw = os.environ.get("MEM_BUSY_TIMEOUT_MS", "30000")
+    raw = os.environ.get("MEM_BUSY_TIMEOUT_MS") or "30000"  # empty: not set, as every MEM_*
     return 30_000 if busy_timeout_problem(raw) else int(raw.strip())
 
 
