@@ -231,7 +231,8 @@ def write_file(values: dict[str, Any], path: Path | None = None) -> Path:
     return path
 
 
-_KEY_LINE = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
+# A key's line: bare, "quoted" or 'literal' (TOML reads all three as the same key).
+_KEY_LINE = re.compile(r"""\s*(?:"([A-Za-z0-9_-]+)"|'([A-Za-z0-9_-]+)'|([A-Za-z0-9_-]+))\s*=""")
 
 
 def _edited(path: Path, values: dict[str, Any]) -> str | None:
@@ -241,32 +242,47 @@ def _edited(path: Path, values: dict[str, Any]) -> str | None:
     import tomllib
 
     try:
-        old = path.read_text(encoding="utf-8")
+        old = path.read_bytes().decode("utf-8")  # not read_text: it turns CRLF into LF
     except (OSError, UnicodeDecodeError):
         return None
     lines, written = [], set()
     for line in old.splitlines():
         m = _KEY_LINE.match(line)
-        name = m.group(1) if m else None
+        name = next((g for g in m.groups() if g), None) if m else None
         if name in KEYS:
             if name in values and name not in written:
-                # A line whose value stays is kept whole, its comment with it.
+                # A line whose value stays is kept whole; a new value keeps its comment.
                 lines.append(
                     line
                     if _line_value(line, name) == values[name]
-                    else f"{name} = {_toml_value(values[name])}"
+                    else f"{name} = {_toml_value(values[name])}{_comment_of(line, name)}"
                 )
                 written.add(name)
             continue  # unset (or a repeat, which TOML refuses anyway)
         lines.append(line)
     lines += [f"{n} = {_toml_value(values[n])}" for n in KEYS if n in values and n not in written]
-    text = "\n".join(lines) + "\n"
+    newline = "\r\n" if "\r\n" in old else "\n"
+    text = newline.join(lines) + newline
     try:
         if {n: KEYS[n].parse(v) for n, v in tomllib.loads(text).items()} != values:
             return None
     except (tomllib.TOMLDecodeError, ConfigError, KeyError):
         return None
     return text
+
+
+def _comment_of(line: str, name: str) -> str:
+    """The comment at the end of a key's line ("  # why"), or ""."""
+    import tomllib
+
+    value = _line_value(line, name)
+    for at in (i for i, ch in enumerate(line) if ch == "#"):
+        try:
+            if KEYS[name].parse(tomllib.loads(line[:at])[name]) == value:
+                return "  " + line[at:]
+        except (tomllib.TOMLDecodeError, ConfigError, KeyError):
+            continue  # a '#' inside the value's string
+    return ""
 
 
 def _line_value(line: str, name: str) -> Any:

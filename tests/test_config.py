@@ -219,3 +219,21 @@ def test_config_set_and_unset_keep_the_users_comments(tmp_path, monkeypatch):
     assert "# keep this note" in text and "# models" in text
     assert text.index("# keep this note") < text.index("budget") < text.index("format")
     assert load_file(path) == {"budget": "low", "format": "md"}
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_config_set_edits_quoted_keys_and_keeps_a_changed_lines_comment(tmp_path, newline):
+    """A quoted key ("bank" = ...) made set rewrite the file whole, every comment lost;
+    a changed value lost its line's comment; a CRLF file came back LF."""
+    from memcli.config import load_file, set_value
+
+    path = tmp_path / "config.toml"
+    lines = ["# keep: work laptop", '"bank" = "work"  # team bank', "max_tokens = 100 # tuned"]
+    path.write_bytes(newline.join(lines).encode() + newline.encode())
+    set_value("budget", "high", path)
+    set_value("max_tokens", "200", path)
+    text = path.read_bytes().decode()
+    assert "# keep: work laptop" in text and '"bank" = "work"  # team bank' in text
+    assert "max_tokens = 200  # tuned" in text
+    assert text.count(newline) == 4 and (newline == "\r\n" or "\r" not in text)
+    assert load_file(path) == {"bank": "work", "budget": "high", "max_tokens": 200}
