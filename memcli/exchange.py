@@ -30,6 +30,7 @@ from typing import Any
 import apsw
 
 from memcli.display import has_visible_text
+from memcli.labels import bank_name_problem
 from memcli.lifecycle import LifecycleError, embedding_text
 from memcli.retain import RetainError, check_json_value
 from memcli.store import (
@@ -340,6 +341,12 @@ def import_lines(
     if on_header:
         on_header(header)
     target = bank or header["bank"]["name"]
+    if bank is None and bank_name_problem(target):
+        # A name an older mem took ("work "): the file is fine, the name is not any more.
+        raise LifecycleError(
+            f"{name}: the bank name in its header: {bank_name_problem(target)}; import it "
+            "under another name with --into NAME"
+        )
     check_bank_name(target)
     _check_bank_is_new(store, target)
     file_vectors = header.get("vectors")

@@ -730,3 +730,17 @@ def test_a_fact_id_given_twice_is_reported_at_its_line(source: Path, target: Pat
     second["id"] = first["id"]
     lines[facts[1]] = json.dumps(second) + "\n"
     _bad_import(target, "".join(lines), f"line {facts[1] + 1}", f"has id {first['id']}")
+
+
+def test_an_export_whose_bank_name_mem_now_refuses_says_how_to_import_it(tmp_path: Path) -> None:
+    """An older mem's bank "x " (a trailing space, refused now) exported fine, and its
+    import failed with "bad bank name 'x '" and no word of --into."""
+    db = tmp_path / "a.db"
+    ok(mem(db, "retain", "The spare key is under the blue pot."))
+    dump = ok(mem(db, "export"))
+    header, rest = dump.split("\n", 1)
+    record = json.loads(header)
+    record["bank"]["name"] = "x "
+    old = json.dumps(record) + "\n" + rest
+    one_line_error(mem(tmp_path / "b.db", "import", "-", input=old), "--into", "header")
+    ok(mem(tmp_path / "b.db", "import", "-", "--into", "x", input=old))
