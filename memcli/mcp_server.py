@@ -493,13 +493,35 @@ def _strict_arguments(server: Any) -> None:
     its schema's: by default the SDK dropped unknown ones ("timestamp" for "at": stored as
     said now, no error) and coerced the rest (max_tokens true ran as 1, dry_run "yes" as
     true). The schemas say so too (additionalProperties false)."""
-    from pydantic import ConfigDict
+    from pydantic import ConfigDict, model_validator
 
     for tool in server._tool_manager.list_tools():
         lax = tool.fn_metadata.arg_model
         config = ConfigDict(**lax.model_config, extra="forbid", strict=True)
-        tool.fn_metadata.arg_model = type(lax.__name__, (lax,), {"model_config": config})
+        whole = {n for n, f in lax.model_fields.items() if _takes_int(f.annotation)}
+
+        def integral_floats(cls: Any, data: Any, whole: set[str] = whole) -> Any:
+            # JSON Schema's integer is any number without a fraction: 200.0 is 200.
+            if not isinstance(data, dict):
+                return data
+            return {
+                k: int(v) if k in whole and isinstance(v, float) and v.is_integer() else v
+                for k, v in data.items()
+            }
+
+        namespace = {
+            "model_config": config,
+            "integral_floats": model_validator(mode="before")(classmethod(integral_floats)),
+        }
+        tool.fn_metadata.arg_model = type(lax.__name__, (lax,), namespace)
         tool.parameters = {**tool.parameters, "additionalProperties": False}
+
+
+def _takes_int(annotation: Any) -> bool:
+    """Whether a tool argument's type is int (or int | None)."""
+    import typing
+
+    return annotation is int or int in typing.get_args(annotation)
 
 
 def serve(service: MemoryService) -> None:

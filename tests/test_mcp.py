@@ -420,9 +420,15 @@ def test_tools_refuse_unknown_arguments_and_values_of_another_type(db_path):
                 await client.call_tool("recall", {"query": "Porto", "max_tokens": True}),
                 await client.call_tool("forget", {"ids": [1], "dry_run": "yes"}),
                 await client.call_tool("retain", {"text": "Moved to Porto.", "at": "2020-01-01"}),
+                # JSON Schema's integer: a number with no fraction, as Python clients write it.
+                await client.call_tool("recall", {"query": "Porto", "max_tokens": 200.0}),
+                await client.call_tool("recall", {"query": "Porto", "max_tokens": 200.5}),
             ]
 
-    schemas, unknown, bad_int, bad_bool, fine = run(session)
+    schemas, unknown, bad_int, bad_bool, fine, integral, fraction = run(session)
+    assert not integral.is_error, text_of(integral)
+    assert integral.structured_content["max_tokens"] == 200
+    assert fraction.is_error and "max_tokens" in text_of(fraction)
     assert all(schema.get("additionalProperties") is False for schema in schemas.values())
     assert unknown.is_error and "timestamp" in text_of(unknown)
     assert bad_int.is_error and "max_tokens" in text_of(bad_int)
