@@ -90,6 +90,15 @@ def _summary(help_text: str) -> str:
     return first
 
 
+def _cut(text: str, width: int) -> str:
+    """At most width characters, cut at a word's end with "..." (not inside a word)."""
+    if len(text) <= width:
+        return text
+    head = text[: width - 3]
+    space = head.rfind(" ")
+    return (head[:space] if space > width // 2 else head).rstrip(" ,;:") + "..."
+
+
 def read_tree() -> Command:
     import typer.main
 
@@ -269,7 +278,7 @@ def gen_zsh(tree: Command) -> str:
         lines.append(f"{_zsh_func(node)}() {{")
         specs = []
         for o in node.options:
-            desc = _zsh_escape(_summary(o.help)[:120])
+            desc = _zsh_escape(_cut(_summary(o.help), 120))
             names = o.names
             exclusive = "(" + " ".join(names) + ")" if len(names) > 1 else ""
             target = "{" + ",".join(names) + "}" if len(names) > 1 else names[0]
@@ -304,7 +313,9 @@ def gen_zsh(tree: Command) -> str:
             lines.append("            local -a commands")
             lines.append("            commands=(")
             for sub in node.subcommands:
-                lines.append(f"                '{sub.path[-1]}:{_zsh_escape(sub.summary[:100])}'")
+                lines.append(
+                    f"                '{sub.path[-1]}:{_zsh_escape(_cut(sub.summary, 100))}'"
+                )
             lines.append("            )")
             lines.append("            _describe -t commands 'mem command' commands")
             lines.append("            ;;")
@@ -365,7 +376,7 @@ def gen_fish(tree: Command) -> str:
         for sub in node.subcommands:
             lines.append(
                 f"complete -c mem -n {_fish_quote(cond)} -a {sub.path[-1]} "
-                f"-d {_fish_quote(sub.summary[:100])}"
+                f"-d {_fish_quote(_cut(sub.summary, 100))}"
             )
         for o in node.options:
             parts = [f"complete -c mem -n {_fish_quote(cond)}"]
@@ -381,7 +392,7 @@ def gen_fish(tree: Command) -> str:
                     parts.append("-r -F")
                 else:
                     parts.append("-x")
-            parts.append(f"-d {_fish_quote(_summary(o.help)[:100])}")
+            parts.append(f"-d {_fish_quote(_cut(_summary(o.help), 100))}")
             lines.append(" ".join(parts))
         if not node.subcommands and any(a.is_path for a in node.arguments):
             lines.append(f"complete -c mem -n {_fish_quote(cond)} -F")
