@@ -793,3 +793,22 @@ def test_show_gives_a_period_by_its_last_day_as_list_does(db: Path) -> None:
     shown = ok(mem(db, "show", str(fact_id)))
     (line,) = [row for row in shown.splitlines() if row.strip().startswith("happened:")]
     assert "2026-05-09..2026-05-16" in line and "until 2026-05-17T00:00:00" in line
+
+
+def test_the_question_goes_to_stderr_whole_and_stdout_keeps_only_results(db: Path, tmp_path):
+    """At a terminal with stdout redirected, `forget 7 --format json > out.json` and a yes:
+    out.json began with a space (click's prompt wrote its last character through input(),
+    to stdout), and the question on the terminal read "[y/N]:y"."""
+    import sys
+
+    from tests.conftest import answer_at_terminal
+
+    out = tmp_path / "out.json"
+    argv = [sys.executable, "-m", "memcli", "--db", str(db), "forget", "1", "--format", "json"]
+    command = " ".join(f"'{a}'" for a in argv) + f" > '{out}'"
+    code, shown = answer_at_terminal(["bash", "-c", command], b"y\n")
+    assert code == 0, shown
+    assert "[y/N]: " in shown
+    text = out.read_text()
+    assert text.startswith("{"), repr(text[:20])
+    assert json.loads(text)["forgotten"]

@@ -127,16 +127,14 @@ def _confirm(question: str, yes: bool, refusal: str) -> None:
         return
     if not sys.stdin.isatty():
         fail(f"{refusal} without confirmation: add --yes (stdin is not a terminal)")
-    from memcli import cli
-
-    try:
-        yes = typer.confirm(question, default=False, err=True)
-    except typer.Abort:
-        if cli.interrupted():
-            raise  # Ctrl-C: interrupted (130)
+    # Our own question, not typer.confirm: click wrote the prompt's last space through
+    # input(), to stdout, so a redirected result began with a space.
+    sys.stderr.write(f"{question} [y/N]: ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()  # Ctrl-C raises KeyboardInterrupt: interrupted (130)
+    if not answer:
         typer.echo("", err=True)  # end of input (Ctrl-D) at the question: the answer is no
-        yes = False
-    if not yes:
+    if answer.strip().lower() not in ("y", "yes"):
         fail("cancelled; nothing was changed")
 
 
