@@ -255,6 +255,8 @@ def retain(
         fail(str(exc))
     if not items:
         skipped = f" ({invalid} invalid lines skipped)" if invalid else ""
+        if jsonl and not text and not file and not invalid:
+            fail("nothing to retain: the --jsonl input has no lines")
         fail(f"nothing to retain{skipped}: give text, '-' for stdin, --file or --jsonl")
     if append:
         loose = next((i for i, item in enumerate(items, start=1) if not item.document_id), None)
@@ -359,7 +361,7 @@ VECTOR_ARMS = {"semantic", "graph", "temporal"}
 
 @app.command()
 def recall(
-    query: Annotated[str | None, typer.Argument(help="What to remember.")] = None,
+    query: Annotated[str | None, typer.Argument(help="What to search the memories for.")] = None,
     budget: Annotated[
         Budget | None,
         typer.Option(
@@ -579,8 +581,12 @@ def recall(
         # The rows of what the text printed (a tight budget pays the header line first and
         # may fit other memories than the JSON's).
         shown = render.text_results(result) if output is OutputFormat.text else None
-        typer.echo(render.to_trace_table(result, shown=shown))
-        typer.echo(render.sources_text(state.sources))
+        table = (
+            render.to_trace_table(result, shown=shown) + "\n" + render.sources_text(state.sources)
+        )
+        # In Markdown, a fenced block: the table's rule under its header line read as a
+        # heading, and its rows ran into one paragraph.
+        typer.echo(f"```text\n{table}\n```" if output is OutputFormat.md else table)
 
 
 def _above_min_score(result: Any) -> list[Any]:
@@ -805,6 +811,11 @@ def main() -> None:
 
     global _stdout_at_start
     _stdout_at_start = _file_identity(1)
+    columns = os.environ.get("COLUMNS", "")
+    if columns and not (columns.isdigit() and int(columns) > 0):
+        # COLUMNS=0 made --help print nothing (rich laid it out in no width): the terminal's
+        # own width is asked instead.
+        del os.environ["COLUMNS"]
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None or (name == "stderr" and not _writable(2)):
             # Closed by the caller (`2>&-`, `>&-`): Python leaves the stream None, and every

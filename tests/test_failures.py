@@ -1377,3 +1377,35 @@ def test_a_query_of_only_punctuation_is_a_usage_error(db_path, tmp_path, query):
     out = mem(db_path, "recall", "--batch", str(batch))
     assert out.exit_code != 0 and out.stdout == "", out.output
     assert mem(db_path, "recall", "🔑").exit_code == 0  # a symbol is something to search
+
+
+def test_help_is_printed_when_columns_is_zero(db_path):
+    """COLUMNS=0 made `mem --help` print an empty line."""
+    done = subprocess.run(
+        [sys.executable, "-m", "memcli", "recall", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "0"},
+        timeout=120,
+    )
+    assert done.returncode == 0 and "--max-tokens" in done.stdout, done.stdout
+    assert "What to search the memories for" in done.stdout  # it said "What to remember."
+
+
+def test_an_empty_jsonl_input_says_so(db_path):
+    """printf '' | mem retain --jsonl - said "give text, '-' for stdin, --file or --jsonl",
+    though --jsonl was given."""
+    out = mem(db_path, "retain", "--jsonl", "-", input="")
+    assert out.exit_code == 1
+    one_error_line(out.output, "--jsonl input has no lines")
+
+
+def test_a_markdown_trace_is_a_fenced_block(db_path):
+    """recall --format md --trace printed the trace table as plain lines: its rule under the
+    header read as a Markdown heading and its rows ran into one paragraph."""
+    seeded(db_path)
+    out = mem(db_path, "recall", "spare key", "--format", "md", "--trace")
+    assert out.exit_code == 0, out.output
+    body = out.stdout
+    fence = body.index("```text\n")
+    assert body.rstrip().endswith("```") and "  #     id" in body[fence:]
