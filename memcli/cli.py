@@ -701,6 +701,8 @@ def exit_now(code: object) -> NoReturn:
 
     if code is None or isinstance(code, int):
         status = code or 0
+        if status == 130 and _stop_signal is not None:
+            status = 128 + _stop_signal  # stopped by SIGTERM or SIGHUP, not Ctrl-C
     else:  # sys.exit("message"): the message goes to stderr, the status is 1
         print(code, file=sys.stderr)
         status = 1
@@ -803,6 +805,18 @@ def _on_sigint(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+_stop_signal: int | None = None  # SIGTERM or SIGHUP came: stopped as by Ctrl-C
+
+
+def _on_stop(signum: int, frame: Any) -> None:
+    """SIGTERM (`timeout`, `kill`) and SIGHUP (a closed terminal): stop as Ctrl-C does, so
+    a progress bar gives the terminal its cursor back (it stayed hidden) and a retain keeps
+    its committed batches; the exit status is 128 + the signal's number."""
+    global _stop_signal
+    _stop_signal = signum
+    _on_sigint(signum, frame)
+
+
 def main() -> None:
     """The console entry point. No traceback reaches a user: an error the library did not
     turn into a one-line message is still printed as one line (MEM_DEBUG=1 shows the
@@ -827,6 +841,9 @@ def main() -> None:
     click_error, click_abort = _click_exceptions()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(stop) is signal.SIG_DFL:  # not one nohup or a parent ignores
+            signal.signal(stop, _on_stop)
     try:
         with only_command(invoked_command(sys.argv[1:])):
             # Not standalone: a usage error comes here as an exception, to be printed as

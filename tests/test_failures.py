@@ -1409,3 +1409,54 @@ def test_a_markdown_trace_is_a_fenced_block(db_path):
     body = out.stdout
     fence = body.index("```text\n")
     assert body.rstrip().endswith("```") and "  #     id" in body[fence:]
+
+
+def test_sigterm_during_a_progress_bar_gives_the_cursor_back_and_keeps_the_batches(tmp_path):
+    """`timeout 3 mem retain --jsonl big.jsonl` at a terminal: SIGTERM killed the process
+    with its bar's cursor hidden (ESC[?25l, never ESC[?25h); the shell's next prompt had no
+    cursor. SIGTERM now stops as Ctrl-C does: the bar closes, the committed batches stay,
+    and the exit status is 143."""
+    import re
+    import signal
+
+    db = tmp_path / "mem.db"
+    items = [
+        {"text": f"Note {i}: the team met about project {i % 37} and agreed on step {i}."}
+        for i in range(600)
+    ]
+    path = write_jsonl(tmp_path / "big.jsonl", items)
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    env["TERM"] = "xterm-256color"
+    argv = [sys.executable, "-m", "memcli", "--db", str(db), "retain", "--jsonl", str(path)]
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.execvpe(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    out, sent = b"", False
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            done = [int(n) for n in re.findall(rb"(\d+)/600", out)]
+            if not sent and done and done[-1] >= 64 and b"\x1b[?25l" in out:
+                os.kill(pid, signal.SIGTERM)  # a batch committed, the bar still drawn
+                sent = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    text = out.decode("utf-8", "replace")
+    assert sent, text[-500:]
+    assert os.waitstatus_to_exitcode(status) == 143, text[-500:]
+    assert text.rfind("\x1b[?25h") > text.rfind("\x1b[?25l"), text[-500:]
+    assert "interrupted" in text and "Traceback" not in text
+    kept = fact_count(db)
+    assert 0 < kept < 600 and kept % 64 == 0  # whole batches, nothing half-written
+    doctor = runner.invoke(app, ["--db", str(db), "doctor"])
+    assert doctor.exit_code == 0, doctor.output
