@@ -764,6 +764,14 @@ def _stdout_reader_gone() -> bool:
     return now is not None and now != _stdout_at_start and now == _file_identity(os.devnull)
 
 
+_stdout_was_closed = False
+
+
+def stdout_closed() -> bool:
+    """Whether the caller closed stdout (`>&-`): what is written there goes nowhere."""
+    return _stdout_was_closed
+
+
 def _writable(fd: int) -> bool:
     """Whether fd is open for writing (True when that cannot be told)."""
     import fcntl
@@ -830,6 +838,8 @@ def main() -> None:
         # COLUMNS=0 made --help print nothing (rich laid it out in no width): the terminal's
         # own width is asked instead.
         del os.environ["COLUMNS"]
+    global _stdout_was_closed
+    _stdout_was_closed = sys.stdout is None
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None or (name == "stderr" and not _writable(2)):
             # Closed by the caller (`2>&-`, `>&-`): Python leaves the stream None, and every

@@ -1460,3 +1460,23 @@ def test_sigterm_during_a_progress_bar_gives_the_cursor_back_and_keeps_the_batch
     assert 0 < kept < 600 and kept % 64 == 0  # whole batches, nothing half-written
     doctor = runner.invoke(app, ["--db", str(db), "doctor"])
     assert doctor.exit_code == 0, doctor.output
+
+
+def test_an_export_to_a_closed_stdout_is_an_error(db_path, tmp_path):
+    """`mem export >&-` said "exported bank 'default': ..." and exited 0: the export went
+    nowhere. With -o it is written as ever."""
+    seeded(db_path)
+    argv = [sys.executable, "-m", "memcli", "--db", str(db_path), "export"]
+    done = subprocess.run(
+        argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: os.close(1), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    one_error_line(done.stderr, "stdout is closed", "-o")
+    target = tmp_path / "dump.jsonl"
+    done = subprocess.run(
+        [*argv, "-o", str(target)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, preexec_fn=lambda: os.close(1), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert target.read_text().count("\n") > 2

@@ -482,7 +482,7 @@ def export(
     ] = None,
 ) -> None:
     """Export a bank as JSONL: every fact, document, chunk, entity and link, with ids."""
-    from memcli import exchange
+    from memcli import cli, exchange
     from memcli import progress as progress_mod
 
     name = bank or state.bank
@@ -495,6 +495,9 @@ def export(
             if output_file is not None and str(output_file) == "-":
                 output_file = None  # as `mem import -` reads stdin
             target = None if output_file is None else _export_target(output_file, store.path)
+            if target is None and cli.stdout_closed():
+                # `>&-`: the export would go nowhere, and its summary said "exported".
+                fail("stdout is closed: nothing would receive the export; give -o FILE")
             if target is None:
                 with _stdout_pipe(), progress_mod.bar(total, "exporting") as advance:
                     _write_export(sys.stdout, lines, advance)
