@@ -1,3 +1,3 @@
-from memcli.cli import main
+from memcli.launch import main
 
 main()

@@ -1480,3 +1480,24 @@ def test_an_export_to_a_closed_stdout_is_an_error(db_path, tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert target.read_text().count("\n") > 2
+
+
+def test_ctrl_c_while_the_cli_loads_is_an_interrupt_not_a_traceback():
+    """Ctrl-C in a command's first ~50 ms (typer, click and rich loading) printed a
+    traceback through the imports and the process died of the signal: the CLI's handler was
+    not installed yet. Here the interrupt comes as typer is imported, as Ctrl-C would."""
+    code = (
+        "import sys\n"
+        "class Interrupted:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'typer':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupted())\n"
+        "from memcli.launch import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "recall", "x"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "mem: interrupted\n"
