@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -89,9 +90,12 @@ def _insert_bare_fact(
     )
 
 
-def answer_at_terminal(argv: list[str], answer: bytes) -> tuple[int, str]:
-    """Run argv on a pseudo-terminal, answering its y/N question with `answer` (bytes, as
-    typed: b"n\\n", or b"\\x04" for end of input); (exit code, what the terminal showed)."""
+def run_at_terminal(
+    argv: list[str], react: Callable[[bytes, int, int], None], env: dict | None = None
+) -> tuple[int, str]:
+    """Run argv on a pseudo-terminal; after each chunk of output, react(all output so far,
+    pid, terminal fd) may type into it or signal the process. (exit code, what the terminal
+    showed)."""
     import os
     import pty
     import select
@@ -100,13 +104,13 @@ def answer_at_terminal(argv: list[str], answer: bytes) -> tuple[int, str]:
     pid, fd = pty.fork()
     if pid == 0:
         try:
-            os.execvp(argv[0], argv)
+            os.execvpe(argv[0], argv, os.environ if env is None else env)
         finally:
             os._exit(127)
-    out, answered = b"", False
+    out = b""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        if select.select([fd], [], [], 1.0)[0]:
+        if select.select([fd], [], [], 0.5)[0]:
             try:
                 chunk = os.read(fd, 65536)
             except OSError:
@@ -114,9 +118,22 @@ def answer_at_terminal(argv: list[str], answer: bytes) -> tuple[int, str]:
             if not chunk:
                 break
             out += chunk
-            if not answered and b"[y/N]" in out:
-                os.write(fd, answer)
-                answered = True
+            react(out, pid, fd)
     _, status = os.waitpid(pid, 0)
     os.close(fd)
     return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
+
+
+def answer_at_terminal(argv: list[str], answer: bytes) -> tuple[int, str]:
+    """Run argv on a pseudo-terminal, answering its y/N question with `answer` (bytes, as
+    typed: b"n\\n", or b"\\x04" for end of input); (exit code, what the terminal showed)."""
+    import os
+
+    answered = []
+
+    def answer_once(out: bytes, pid: int, fd: int) -> None:
+        if not answered and b"[y/N]" in out:
+            os.write(fd, answer)
+            answered.append(True)
+
+    return run_at_terminal(argv, answer_once)

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from memcli.cli import app
 from memcli.retain import Retainer, RetainItem
 from memcli.store import Store
-from tests.conftest import answer_at_terminal, write_jsonl
+from tests.conftest import answer_at_terminal, run_at_terminal, write_jsonl
 
 runner = CliRunner()
 
@@ -1428,32 +1428,17 @@ def test_sigterm_during_a_progress_bar_gives_the_cursor_back_and_keeps_the_batch
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
     env["TERM"] = "xterm-256color"
     argv = [sys.executable, "-m", "memcli", "--db", str(db), "retain", "--jsonl", str(path)]
-    pid, fd = pty.fork()
-    if pid == 0:
-        try:
-            os.execvpe(argv[0], argv, env)
-        finally:
-            os._exit(127)
-    out, sent = b"", False
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if select.select([fd], [], [], 0.5)[0]:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-            done = [int(n) for n in re.findall(rb"(\d+)/600", out)]
-            if not sent and done and done[-1] >= 64 and b"\x1b[?25l" in out:
-                os.kill(pid, signal.SIGTERM)  # a batch committed, the bar still drawn
-                sent = True
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    text = out.decode("utf-8", "replace")
+    sent = []
+
+    def stop_after_a_batch(out: bytes, pid: int, fd: int) -> None:
+        done = [int(n) for n in re.findall(rb"(\d+)/600", out)]
+        if not sent and done and done[-1] >= 64 and b"\x1b[?25l" in out:
+            os.kill(pid, signal.SIGTERM)  # a batch committed, the bar still drawn
+            sent.append(True)
+
+    code, text = run_at_terminal(argv, stop_after_a_batch, env)
     assert sent, text[-500:]
-    assert os.waitstatus_to_exitcode(status) == 143, text[-500:]
+    assert code == 143, text[-500:]
     assert text.rfind("\x1b[?25h") > text.rfind("\x1b[?25l"), text[-500:]
     assert "interrupted" in text and "Traceback" not in text
     kept = fact_count(db)
