@@ -30,6 +30,20 @@ def server_params(db: Path, *extra: str, **env_vars: str) -> StdioServerParamete
     )
 
 
+# A client's first two messages, as raw JSON-RPC (the tests that speak the wire protocol).
+RAW_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+RAW_INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
 def run(coro_fn, *args: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro_fn(*args), timeout=240))
 
@@ -341,17 +355,7 @@ def _raw_session(db_path: Path, lines: list[bytes]) -> tuple[list[dict], int]:
     import subprocess
 
     params = server_params(db_path)
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
-    head = [json.dumps(init).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}']
+    head = [json.dumps(RAW_INITIALIZE).encode(), json.dumps(RAW_INITIALIZED).encode()]
     done = subprocess.run(
         [params.command, *params.args],
         input=b"\n".join([*head, *lines]) + b"\n",
@@ -471,16 +475,6 @@ def test_a_client_gone_mid_call_ends_the_server_quietly(db_path):
         stderr=subprocess.PIPE,
         env={**os.environ, **(params.env or {})},
     )
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
     text = " ".join(f"gamma{i}" for i in range(3000))
     call = {
         "jsonrpc": "2.0",
@@ -488,7 +482,7 @@ def test_a_client_gone_mid_call_ends_the_server_quietly(db_path):
         "method": "tools/call",
         "params": {"name": "retain", "arguments": {"text": text}},
     }
-    for message in (init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call):
+    for message in (RAW_INITIALIZE, RAW_INITIALIZED, call):
         proc.stdin.write(json.dumps(message).encode() + b"\n")
     proc.stdin.flush()
     assert json.loads(proc.stdout.readline())["id"] == 0
