@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import base64
 import json
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
 import apsw
 
@@ -126,10 +128,10 @@ class ImportReport:
 class _Line:
     """Reads the file's lines with their numbers, JSON-decoded, one at a time."""
 
-    def __init__(self, lines: Iterable[str], name: str):
+    def __init__(self, lines: Iterable[str], name: str, number: int = 0):
         self.name = name
         self._it = iter(lines)
-        self.number = 0
+        self.number = number  # of the last line read
 
     def next(self) -> dict[str, Any] | None:
         for raw in self._it:
@@ -149,6 +151,10 @@ class _Line:
 
     def error(self, message: str) -> LifecycleError:
         return LifecycleError(f"{self.name} line {self.number} {message}")
+
+    def rest(self) -> Iterator[str]:
+        """The lines not read yet."""
+        return self._it
 
 
 def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
@@ -184,6 +190,8 @@ def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise src.error(f"has a bad count for {key!r}: {count!r:.40} (not a whole number)")
     for table, span in h["ids"].items():
+        if table not in _TABLE_OF.values():
+            raise src.error(f"header: unknown table {table!r}")
         if span is not None and (
             not isinstance(span, list)
             or len(span) != 2
@@ -322,6 +330,122 @@ def _check_bank_is_new(store: Store, target: str) -> None:
         )
 
 
+def _records(src: _Line, header: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The records after the header as (kind, record), each checked before it is yielded:
+    its kind and order, every field, every id against the header's ranges, a fact id given
+    twice, a fact's entities among the entity records before it; last ("end", record), or
+    nothing when the file ends without one. All of the file's checks that need no store."""
+    stage = 0
+    entity_ids: set[int] = set()
+    fact_ids: set[int] = set()
+    while True:
+        rec = src.next()
+        if rec is None:
+            return
+        kind = rec.get("kind")
+        if kind == "end":
+            if src.next() is not None:
+                raise src.error("comes after the end record")
+            yield kind, rec
+            return
+        if kind not in KINDS:
+            raise src.error(f"is a record of unknown kind {kind!r}: not part of a mem export")
+        if KINDS.index(kind) < stage:
+            raise src.error(f"({kind}) comes after the {KINDS[stage]} records")
+        stage = KINDS.index(kind)
+        _check_record(rec, kind, src)
+        _check_ids(rec, kind, header["ids"], src)
+        if kind == "entity":
+            entity_ids.add(rec["id"])
+        elif kind == "fact":
+            if rec["id"] in fact_ids:
+                raise src.error(f"(fact) has id {rec['id']}, as a fact record before it")
+            fact_ids.add(rec["id"])
+            missing = [x for x in rec["entities"] if x not in entity_ids]
+            if missing:
+                raise src.error(
+                    f"(fact) has a bad 'entities': entity {missing[0]} is not among the "
+                    "entity records before it"
+                )
+        yield kind, rec
+
+
+def _embed_ahead(
+    src: _Line,
+    header: dict[str, Any],
+    load_model: Callable[[], Any],
+    vectors: IO[bytes],
+    progress: Callable[[int], None] | None,
+) -> Any:
+    """Embed the file's facts in file order, their vectors (float32) written to `vectors`
+    one after the other. Returns the model, or None when the file has no facts. Runs before
+    the import's transaction: embedding is most of an import (~30 facts a second), and
+    writers beside it (an agent's retain) would wait behind the write lock and time out."""
+    import numpy as np
+
+    model = None
+    spellings: dict[int, list[str]] = {}
+    texts: list[str] = []
+
+    def flush() -> None:
+        nonlocal model
+        if not texts:
+            return
+        if model is None:
+            model = load_model()
+        found = np.asarray(model.embed(texts), dtype="<f4")
+        try:
+            vectors.write(found.tobytes())
+        except OSError as exc:
+            raise LifecycleError(
+                f"cannot keep the computed vectors in a temporary file ({exc.strerror or exc}); "
+                "nothing imported"
+            ) from None
+        if progress:
+            progress(len(texts))
+        texts.clear()
+
+    for kind, rec in _records(src, header):
+        if kind == "entity":
+            spellings[rec["id"]] = [rec["name"], *rec["aliases"]]
+        elif kind == "fact":
+            texts.append(
+                embedding_text(
+                    rec["text"],
+                    rec["context"],
+                    rec["occurred_start"],
+                    rec["occurred_end"],
+                    rec["fts_lead_in"],
+                    [spellings[eid] for eid in rec["entities"]],
+                )
+            )
+            if len(texts) >= EMBED_BATCH:
+                flush()
+    flush()
+    return model
+
+
+def _spooled(lines: Iterable[str], name: str) -> IO[str]:
+    """The rest of the input in an unnamed temporary file, to be read twice (stdin can be
+    read once)."""
+    # Lines end in "\n" only, read back as written (a lone surrogate too: the file's check
+    # names it at its line).
+    spool = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogatepass", newline="\n")
+    try:
+        for line in lines:
+            spool.write(line if line.endswith("\n") else line + "\n")
+        spool.seek(0)
+    except OSError as exc:
+        spool.close()
+        raise LifecycleError(
+            f"cannot copy {name} to a temporary file ({exc.strerror or exc}); nothing imported"
+        ) from None
+    except BaseException:
+        spool.close()
+        raise
+    return spool
+
+
 def import_lines(
     store: Store,
     lines: Iterable[str],
@@ -332,9 +456,15 @@ def import_lines(
     reembed: bool = False,
     progress: Callable[[int], None] | None = None,
     on_header: Callable[[dict[str, Any]], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> ImportReport:
     """Import an export file into a new bank (default: the bank named in the file), in one
-    transaction. `embedder` is called (once) only when vectors must be computed or checked."""
+    transaction. `embedder` is called (once) only when vectors must be computed or checked.
+
+    A file without vectors (or --reembed) is read twice: its facts are embedded first,
+    outside the transaction, then everything is written under the write lock. `on_stage`
+    is told "embedding" and "importing" as each pass starts (a file with vectors has only
+    the second); `progress` counts facts in each."""
     started = time.perf_counter()
     src = _Line(lines, name)
     header = _check_header(src.next(), src)
@@ -351,26 +481,58 @@ def import_lines(
     _check_bank_is_new(store, target)
     file_vectors = header.get("vectors")
     use_file_vectors = file_vectors is not None and not reembed
-    model = None
-    if use_file_vectors:
-        model = embedder()
-        fb = header["bank"]
-        have_fp = fb.get("embedder_fingerprint")
-        fp = getattr(model, "fingerprint", None)
-        same = have_fp == fp if (have_fp and fp) else fb.get("embedder") == model.name
-        if not same or file_vectors["dim"] != model.dim:
-            raise LifecycleError(
-                f"{name} holds vectors of {fb.get('embedder')} ({(have_fp or '?')[:12]}), not of "
-                f"{model.name} ({(fp or '?')[:12]}), the embedder in use: add --reembed to embed "
-                f"the facts again with {model.name}, or set MEM_EMBEDDER to that model"
+    with ExitStack() as temporary:
+        if use_file_vectors:
+            model = embedder()
+            fb = header["bank"]
+            have_fp = fb.get("embedder_fingerprint")
+            fp = getattr(model, "fingerprint", None)
+            same = have_fp == fp if (have_fp and fp) else fb.get("embedder") == model.name
+            if not same or file_vectors["dim"] != model.dim:
+                raise LifecycleError(
+                    f"{name} holds vectors of {fb.get('embedder')} ({(have_fp or '?')[:12]}), "
+                    f"not of {model.name} ({(fp or '?')[:12]}), the embedder in use: add "
+                    f"--reembed to embed the facts again with {model.name}, or set "
+                    "MEM_EMBEDDER to that model"
+                )
+            vec_name, vec_fp, dim = fb.get("embedder"), have_fp, file_vectors["dim"]
+            computed = None
+        else:
+            spool = temporary.enter_context(_spooled(src.rest(), name))
+            computed = temporary.enter_context(tempfile.TemporaryFile())
+            if on_stage:
+                on_stage("embedding")
+            model = _embed_ahead(
+                _Line(spool, name, src.number), header, embedder, computed, progress
             )
-        vec_name, vec_fp, dim = fb.get("embedder"), have_fp, file_vectors["dim"]
-    else:
-        model = None
-        vec_name = vec_fp = None
-        dim = 0
+            computed.seek(0)
+            spool.seek(0)
+            src = _Line(spool, name, src.number)
+            vec_name = model.name if model is not None else None
+            vec_fp = getattr(model, "fingerprint", None)
+            dim = model.dim if model is not None else 0
+        if on_stage:
+            on_stage("importing")
+        return _write(
+            store, src, header, target, vec_name, vec_fp, dim, computed, progress, started
+        )
 
-    counts = dict.fromkeys((*KINDS, "reembedded"), 0)
+
+def _write(
+    store: Store,
+    src: _Line,
+    header: dict[str, Any],
+    target: str,
+    vec_name: str | None,
+    vec_fp: str | None,
+    dim: int,
+    computed: IO[bytes] | None,
+    progress: Callable[[int], None] | None,
+    started: float,
+) -> ImportReport:
+    """The import's one transaction: the bank and every record, each fact with its vector
+    from the file or, read in file order, from `computed`."""
+    counts = dict.fromkeys(KINDS, 0)
     renumbered: list[str] = []
     with store.atomic():
         store.defer_foreign_keys()
@@ -380,8 +542,6 @@ def import_lines(
         bank_id = store.create_bank_row(target, header["bank"]["created_at"])
         shift: dict[str, int] = {}
         for table, span in header["ids"].items():
-            if table not in _TABLE_OF.values():
-                raise src.error(f"header: unknown table {table!r}")
             if span is None:
                 shift[table] = 0
                 continue
@@ -395,67 +555,14 @@ def import_lines(
         def opt(value: int | None, by: int) -> int | None:
             return None if value is None else value + by
 
-        spellings: dict[int, list[str]] = {}
-        pending: list[tuple[dict[str, Any], list[int]]] = []
-        fact_ids_seen: set[int] = set()
         link_rows: list[tuple[int, int, str, float]] = []
         vectors_ready = False
-
-        def ensure_vector_table(name_: str, fp_: str | None, dim_: int) -> None:
-            nonlocal vectors_ready
-            if not vectors_ready:
-                store.ensure_vectors(bank_id, name_, fp_, dim_)
-                vectors_ready = True
-
-        def flush() -> None:
-            nonlocal model
-            if not pending:
-                return
-            if model is None:
-                model = embedder()
-            ensure_vector_table(model.name, getattr(model, "fingerprint", None), model.dim)
-            texts = [
-                embedding_text(
-                    r["text"],
-                    r["context"],
-                    r["occurred_start"],
-                    r["occurred_end"],
-                    r["fts_lead_in"],
-                    [spellings.get(eid, []) for eid in ents],
-                )
-                for r, ents in pending
-            ]
-            import numpy as np
-
-            for (rec, ents), vec in zip(pending, model.embed(texts)):
-                _insert_fact(store, bank_id, rec, ents, np.asarray(vec, dtype="<f4").tobytes())
-            counts["reembedded"] += len(pending)
-            if progress:
-                progress(len(pending))
-            pending.clear()
-
-        stage = 0
         end = None
         try:
-            while True:
-                rec = src.next()
-                if rec is None:
-                    break
-                kind = rec.get("kind")
+            for kind, rec in _records(src, header):
                 if kind == "end":
                     end = rec
-                    if src.next() is not None:
-                        raise src.error("comes after the end record")
                     break
-                if kind not in KINDS:
-                    raise src.error(
-                        f"is a record of unknown kind {kind!r}: not part of a mem export"
-                    )
-                if KINDS.index(kind) < stage:
-                    raise src.error(f"({kind}) comes after the {KINDS[stage]} records")
-                stage = KINDS.index(kind)
-                _check_record(rec, kind, src)
-                _check_ids(rec, kind, header["ids"], src)
                 if kind == "document":
                     store.import_document(
                         bank_id, rec["id"] + d, rec["external_id"], rec["created_at"]
@@ -471,42 +578,29 @@ def import_lines(
                 elif kind == "entity":
                     rec["id"] += e
                     store.import_entity(bank_id, rec["id"], rec)
-                    spellings[rec["id"]] = [rec["name"], *rec["aliases"]]
                 elif kind == "fact":
-                    if rec["id"] in fact_ids_seen:
-                        # Found here, not when the batch is written (the error named the line
-                        # being read then, the end record's).
-                        raise src.error(f"(fact) has id {rec['id']}, as a fact record before it")
-                    fact_ids_seen.add(rec["id"])
                     rec["id"] += f
                     rec["document_id"] = opt(rec["document_id"], d)
                     rec["chunk_id"] = opt(rec["chunk_id"], c)
                     rec["superseded_by"] = opt(rec["superseded_by"], f)
-                    ents = [x + e for x in rec["entities"]]
-                    missing = [x for x, y in zip(rec["entities"], ents) if y not in spellings]
-                    if missing:
-                        raise src.error(
-                            f"(fact) has a bad 'entities': entity {missing[0]} is not among the "
-                            "entity records before it"
-                        )
-                    if use_file_vectors:
+                    if computed is None:
                         blob = _vector(rec, dim, src)
-                        ensure_vector_table(vec_name, vec_fp, dim)
-                        _insert_fact(store, bank_id, rec, ents, blob)
-                        if progress:
-                            progress(1)
                     else:
-                        pending.append((rec, ents))
-                        if len(pending) >= EMBED_BATCH:
-                            flush()
+                        blob = computed.read(dim * 4)
+                        if len(blob) != dim * 4:  # the spool read back is not what was written
+                            raise src.error("(fact) has no computed vector; nothing imported")
+                    if not vectors_ready:
+                        store.ensure_vectors(bank_id, vec_name, vec_fp, dim)
+                        vectors_ready = True
+                    _insert_fact(store, bank_id, rec, [x + e for x in rec["entities"]], blob)
+                    if progress:
+                        progress(1)
                 else:
-                    flush()
                     link_rows.append((rec["from"] + f, rec["to"] + f, rec["link"], rec["weight"]))
                     if len(link_rows) >= 1000:
                         store.import_links(link_rows)
                         link_rows.clear()
                 counts[kind] += 1
-            flush()
             store.import_links(link_rows)
             made_with = header["bank"].get("embedder")
             if not vectors_ready and isinstance(made_with, str) and made_with:
@@ -525,38 +619,37 @@ def import_lines(
             ) from None
         if end is None:
             raise LifecycleError(
-                f"{name} ends at line {src.number} without its end record: a half-written "
+                f"{src.name} ends at line {src.number} without its end record: a half-written "
                 "export? nothing imported"
             )
         expected = header["counts"]
         got = {_TABLE_OF.get(k, k + "s"): counts[k] for k in KINDS}
         if any(expected.get(k) != v for k, v in got.items()):
             raise LifecycleError(
-                f"{name} holds {_counts_text(got)} but its header promised "
+                f"{src.name} holds {_counts_text(got)} but its header promised "
                 f"{_counts_text(expected)}: the file is damaged; nothing imported"
             )
         if end.get("counts") != expected:
             raise LifecycleError(
-                f"{name}'s end record counts {_counts_text(end.get('counts') or {})} but its "
-                f"header and records {_counts_text(expected)}: the file is damaged; nothing "
-                "imported"
+                f"{src.name}'s end record counts {_counts_text(end.get('counts') or {})} but "
+                f"its header and records {_counts_text(expected)}: the file is damaged; "
+                "nothing imported"
             )
         dangling = store.dangling_references()
         if dangling:
             raise LifecycleError(
-                f"{name} refers to {dangling} rows it does not hold (ids of another bank?); "
+                f"{src.name} refers to {dangling} rows it does not hold (ids of another bank?); "
                 "nothing imported"
             )
         loops = store.correction_loops(bank_id)
         if loops:
             raise LifecycleError(
-                f"{name} has {loops} facts whose corrections lead back to themselves (no "
+                f"{src.name} has {loops} facts whose corrections lead back to themselves (no "
                 "version is current): the file is damaged; nothing imported"
             )
-    report_counts = {**got, "embedded": counts["reembedded"]}
-    return ImportReport(
-        target, report_counts, renumbered, counts["reembedded"], time.perf_counter() - started
-    )
+    embedded = counts["fact"] if computed is not None else 0
+    report_counts = {**got, "embedded": embedded}
+    return ImportReport(target, report_counts, renumbered, embedded, time.perf_counter() - started)
 
 
 def _vector(rec: dict[str, Any], dim: int, src: _Line) -> bytes:

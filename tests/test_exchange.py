@@ -404,6 +404,25 @@ def test_header_values_are_checked(source: Path, target: Path) -> None:
         _bad_import(target, text, "line 1", "bad count for 'facts'")
 
 
+def test_a_header_naming_an_unknown_table_is_refused_before_any_embedding(
+    source: Path, target: Path, embedder
+) -> None:
+    lines = ok(mem(source, "export")).splitlines()
+    header = json.loads(lines[0])
+    header["ids"]["notes"] = [1, 2]
+    _bad_import(target, "\n".join([json.dumps(header), *lines[1:]]), "line 1", "'notes'")
+    loaded = []  # the model is loaded at the first embedding: never, here
+    with Store(target) as store, pytest.raises(LifecycleError, match="unknown table 'notes'"):
+        exchange.import_lines(
+            store,
+            [json.dumps(header), *lines[1:]],
+            name="dump",
+            bank="copy",
+            embedder=lambda: loaded.append(1) or embedder,
+        )
+    assert loaded == []
+
+
 def test_ids_that_overflow_once_moved_are_refused_in_one_line(source: Path, target: Path) -> None:
     """Before: "unexpected OverflowError: int too big to convert" (the ids are moved past
     the target's own ids, beyond 2^63 - 1)."""
@@ -566,22 +585,29 @@ def test_a_full_disk_during_an_import_into_a_new_path_names_that_path(
 ) -> None:
     import resource
 
-    dump = big_export
+    # With vectors: read once, nothing is written but the store. (A file without them is
+    # first copied to a temporary file, which the limit below stops: the second run.)
+    dump = tmp_path / "with-vectors.jsonl"
+    ok(mem(big_export.parent / "source.db", "export", "--with-vectors", "-o", str(dump)))
     empty = tmp_path / "empty.db"
     Store(empty).close()
     limit = empty.stat().st_size + 64 * 1024  # room for the schema, not for 300 facts
     empty.unlink()
     fresh = tmp_path / "new" / "mem.db"
-    proc = subprocess.run(
-        [sys.executable, "-m", "memcli", "--db", str(fresh), "import", str(dump)],
-        capture_output=True,
-        text=True,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
-    )
-    assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.startswith(f"mem: error: disk full writing {fresh} ("), proc.stderr
-    assert ".building" not in proc.stderr and not fresh.exists()
-    assert not fresh.parent.exists()
+    for source, message in (
+        (dump, f"mem: error: disk full writing {fresh} ("),
+        (big_export, f"mem: error: cannot copy {big_export} to a temporary file (File too large)"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "memcli", "--db", str(fresh), "import", str(source)],
+            capture_output=True,
+            text=True,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith(message) and proc.stderr.count("\n") == 1, proc.stderr
+        assert ".building" not in proc.stderr and not fresh.exists()
+        assert not fresh.parent.exists()
 
 
 @pytest.mark.parametrize("shape", ["loop", "self"])
@@ -744,3 +770,42 @@ def test_an_export_whose_bank_name_mem_now_refuses_says_how_to_import_it(tmp_pat
     old = json.dumps(record) + "\n" + rest
     one_line_error(mem(tmp_path / "b.db", "import", "-", input=old), "--into", "header")
     ok(mem(tmp_path / "b.db", "import", "-", "--into", "x", input=old))
+
+
+class _WriterComesIn:
+    """The real embedder, with another process's `mem retain` run at its first embed():
+    what an agent's retain meets while a big import embeds (minutes for 10k facts)."""
+
+    def __init__(self, model, db: Path) -> None:
+        self.model, self.db, self.outcome = model, db, None
+
+    def __getattr__(self, name: str):
+        return getattr(self.model, name)
+
+    def embed(self, texts):
+        if self.outcome is None:
+            env = {**os.environ, "MEM_BUSY_TIMEOUT_MS": "300"}
+            self.outcome = subprocess.run(
+                [sys.executable, "-m", "memcli", "--db", str(self.db), "retain",
+                 "Written while an import embeds."],
+                env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+        return self.model.embed(texts)
+
+
+def test_an_import_lets_other_writers_in_while_it_embeds(source: Path, target: Path, embedder):
+    """An import that computes vectors embeds before it takes the write lock: it held the
+    lock through the embedding, and a retain beside it timed out ("the store is busy")."""
+    dump = ok(mem(source, "export"))
+    watching = _WriterComesIn(embedder, target)
+    with Store(target) as store:
+        report = exchange.import_lines(
+            store, dump.splitlines(), name="dump", bank="copy", embedder=lambda: watching
+        )
+    assert watching.outcome is not None and watching.outcome.returncode == 0, (
+        watching.outcome.stderr
+    )
+    assert report.embedded == report.counts["facts"] > 0
+    with Store(target) as s:
+        assert sorted(s.bank_names()) == ["copy", "default", "other"]
+        assert s.fact_count() == 1 + 1 + report.counts["facts"]

@@ -610,9 +610,14 @@ def test_a_query_of_only_controls_is_a_usage_error(db_path, query):
     one_error_line(r.stderr, "query")
 
 
-def test_a_failed_import_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path):
+@pytest.mark.parametrize(
+    ("export_args", "bar"), [((), "embedding"), (("--with-vectors",), "importing")]
+)
+def test_a_failed_import_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path, export_args, bar):
     """The progress bar is closed before the error is printed: the message starts its own
-    line and no bar is drawn after it (it used to follow the bar's text on its line)."""
+    line and no bar is drawn after it (it used to follow the bar's text on its line). A
+    file without vectors is checked whole as its facts are embedded, before it is written:
+    its bar is "embedding"."""
     import re
 
     source = tmp_path / "source.db"
@@ -622,7 +627,7 @@ def test_a_failed_import_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path
         == 0
     )
     dump = tmp_path / "dump.jsonl"
-    assert mem(source, "export", "-o", str(dump)).exit_code == 0
+    assert mem(source, "export", *export_args, "-o", str(dump)).exit_code == 0
     lines = dump.read_text().splitlines(keepends=True)
     lines[-2] = '{"kind": "link", "cut short\n'  # after every fact: the bar is at its end
     dump.write_text("".join(lines))
@@ -631,12 +636,33 @@ def test_a_failed_import_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path
     argv = [sys.executable, "-m", "memcli", "--db", str(tmp_path / "new.db"), "import", str(dump)]
     code, out = _run_in_pty(argv, env)
     assert code == 1 and "Traceback" not in out, out
-    assert "importing" in out  # the bar was drawn
+    assert bar in out  # the bar was drawn
     before, after = out.split("mem: error: ", 1)
     line_start = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", before.rsplit("\n", 1)[-1]).strip()
     assert line_start == "", repr(before[-200:])
-    assert "importing" not in after and "not JSON" in after
+    assert bar not in after and "not JSON" in after
     assert not (tmp_path / "new.db").exists()
+
+
+def test_an_import_without_vectors_at_a_terminal_shows_each_pass(tmp_path):
+    """A file without vectors is embedded first (outside the write lock), then written:
+    a bar for each pass, the same store as a plain import."""
+    source = tmp_path / "source.db"
+    rows = [{"text": f"Pass line {i} about the vineyard."} for i in range(150)]
+    assert (
+        mem(source, "retain", "--jsonl", str(write_jsonl(tmp_path / "t.jsonl", rows))).exit_code
+        == 0
+    )
+    dump = tmp_path / "dump.jsonl"
+    assert mem(source, "export", "-o", str(dump)).exit_code == 0
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    env["TERM"] = "xterm-256color"
+    fresh = tmp_path / "new.db"
+    argv = [sys.executable, "-m", "memcli", "--db", str(fresh), "import", str(dump)]
+    code, out = _run_in_pty(argv, env)
+    assert code == 0 and "Traceback" not in out, out
+    assert 0 <= out.index("embedding") < out.index("importing") < out.index("imported bank")
+    assert mem(fresh, "export").stdout == dump.read_text()
 
 
 def test_a_failed_reembed_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path):

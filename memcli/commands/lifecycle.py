@@ -587,9 +587,16 @@ def import_bank(
     header_seen: dict[str, Any] = {}
 
     def on_header(header: dict[str, Any]) -> None:
-        nonlocal bar_ctx, advance
         header_seen.update(header)
-        bar_ctx = progress_mod.bar(int(header["counts"].get("facts") or 0), "importing")
+
+    def on_stage(label: str) -> None:
+        """A bar of the file's facts for each pass: "embedding" (a file without vectors),
+        then "importing"."""
+        nonlocal bar_ctx, advance
+        if bar_ctx is not None:
+            bar_ctx.__exit__(None, None, None)
+            bar_ctx = advance = None
+        bar_ctx = progress_mod.bar(int(header_seen["counts"].get("facts") or 0), label)
         advance = bar_ctx.__enter__()
 
     def bank_model() -> Any:
@@ -626,6 +633,7 @@ def import_bank(
                 reembed=reembed,
                 progress=lambda n: advance(n) if advance else None,
                 on_header=on_header,
+                on_stage=on_stage,
             )
         except UnicodeDecodeError as exc:
             raise LifecycleError(
