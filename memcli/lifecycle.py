@@ -258,6 +258,12 @@ def plan_forget(
     """Which facts a forget would remove (nothing is written). Refuses an empty selector
     and ids the bank does not hold."""
     check_selection(sel)
+    if sel.tags and sel.tags_match in ("any", "all"):
+        # recall's non-strict modes let untagged facts through: here they would go too.
+        raise OptionError(
+            f"--tags-match {sel.tags_match} would also forget every untagged fact: use "
+            f"{sel.tags_match}_strict (any_strict is the default)"
+        )
     if not sel.narrows():
         raise LifecycleError(
             "say what to forget: fact ids, --source-id, --document, --tag, --type, --context, "

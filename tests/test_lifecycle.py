@@ -812,3 +812,18 @@ def test_the_question_goes_to_stderr_whole_and_stdout_keeps_only_results(db: Pat
     text = out.read_text()
     assert text.startswith("{"), repr(text[:20])
     assert json.loads(text)["forgotten"]
+
+
+@pytest.mark.parametrize("mode", ["any", "all"])
+def test_forget_by_tag_never_takes_untagged_facts(db: Path, mode: str) -> None:
+    """recall's non-strict tag modes let untagged facts through; for forget that meant
+    `forget --tag pets --tags-match any --yes` also deleted every untagged fact."""
+    before = ids_listed(db)
+    r = mem(db, "forget", "--tag", "pets", "--tags-match", mode, "--yes")
+    assert r.exit_code == 2, r.stderr
+    err = one_line_error(r, "untagged", "any_strict")
+    assert "--tags-match" in err
+    assert ids_listed(db) == before
+    # The strict modes (the default) take the tagged facts only.
+    ok(mem(db, "forget", "--tag", "pets", "--tags-match", f"{mode}_strict", "--yes"))
+    assert len(ids_listed(db)) == len(before) - 1
