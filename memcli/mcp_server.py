@@ -128,6 +128,7 @@ class MemoryService:
         bank: str | None = None,
     ) -> dict[str, Any]:
         from memcli.ingest import items_from_text
+        from memcli.lifecycle import note_possible_supersessions
         from memcli.render import retain_json_obj
         from memcli.retain import Retainer
         from memcli.timeparse import parse_when
@@ -150,6 +151,8 @@ class MemoryService:
             model = self.embedder(bank, [item.text])
             retainer = Retainer(store, bank, model, keep_stored=True)
             summary = retainer.retain([item])
+            # As `mem retain --json`: the older facts each new one may correct (a hint).
+            note_possible_supersessions(store, bank, summary.stored)
         return retain_json_obj(summary)
 
     def recall(

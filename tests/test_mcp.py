@@ -493,3 +493,33 @@ def test_a_client_gone_mid_call_ends_the_server_quietly(db_path):
     stderr = proc.stderr.read().decode()
     assert code == 0, stderr
     assert "error" not in stderr, stderr
+
+
+def test_retain_names_what_it_may_supersede_as_the_cli_does(db_path):
+    """`mem retain --json` names, for each stored fact, the older facts of the same speaker
+    it nearly repeats ("possibly_supersedes"); the MCP tool answered without them."""
+    r = CliRunner().invoke(
+        app,
+        ["--db", str(db_path), "retain", "--at", "2026-01-05", "--context", "Maya",
+         "Maya's phone number is 555-0100."],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    said = {"text": "Maya's phone number is 555-0199.", "at": "2026-02-05", "context": "Maya"}
+
+    async def session():
+        async with Client(server_params(db_path)) as client:
+            return await client.call_tool("retain", said)
+
+    result = run(session)
+    assert not result.is_error, text_of(result)
+    (stored,) = result.structured_content["stored"]
+    assert stored["possibly_supersedes"] == [1]
+    # The CLI, on a copy of the store as it was before: the same answer.
+    twin = db_path.with_name("twin.db")
+    for args in (
+        ["retain", "--at", "2026-01-05", "--context", "Maya", "Maya's phone number is 555-0100."],
+        ["retain", "--json", "--at", said["at"], "--context", "Maya", said["text"]],
+    ):
+        r = CliRunner().invoke(app, ["--db", str(twin), *args])
+        assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["stored"][0]["possibly_supersedes"] == [1]
