@@ -257,7 +257,12 @@ def retain(
         skipped = f" ({invalid} invalid lines skipped)" if invalid else ""
         if jsonl and not text and not file and not invalid:
             fail("nothing to retain: the --jsonl input has no lines")
-        fail(f"nothing to retain{skipped}: give text, '-' for stdin, --file or --jsonl")
+        # Nothing given at all is a usage error; input given that holds nothing is not.
+        given = bool(text or file or jsonl)
+        fail(
+            f"nothing to retain{skipped}: give text, '-' for stdin, --file or --jsonl",
+            1 if given else 2,
+        )
     if append:
         loose = next((i for i, item in enumerate(items, start=1) if not item.document_id), None)
         if loose is not None:

@@ -1512,3 +1512,17 @@ def test_ctrl_c_while_the_cli_loads_is_an_interrupt_not_a_traceback():
     )
     assert done.returncode == 130, done.stderr
     assert done.stderr == "mem: interrupted\n"
+
+
+def test_retain_with_nothing_to_retain_is_a_usage_error_and_empty_input_is_not(db_path, tmp_path):
+    """No text, file or --jsonl at all is a usage error (2), as recall without a query;
+    input that was given but holds nothing stays an error in the data (1)."""
+    r = mem(db_path, "retain")
+    assert r.exit_code == 2, r.stderr
+    one_error_line(r.stderr, "nothing to retain", "--jsonl")
+    r = mem(db_path, "retain", "--skip-invalid", "--jsonl", "-", input="nope\n")
+    assert r.exit_code == 1, r.stderr
+    one_error_line(r.stderr, "nothing to retain", "1 invalid")
+    r = mem(db_path, "retain", "-", input="   \n")
+    assert r.exit_code == 1, r.stderr
+    assert not db_path.exists()
