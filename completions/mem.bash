@@ -53,7 +53,7 @@ _mem() {
                 --at) choices=__value__ ;;
                 --context) choices=__value__ ;;
                 --tag) choices=__value__ ;;
-                --type) choices=__value__ ;;
+                --type) choices="world experience observation" ;;
                 --document) choices=__value__ ;;
                 --supersedes) choices=__value__ ;;
                 --embedder) files=1 ;;
@@ -65,7 +65,7 @@ _mem() {
                 --budget) choices="low mid high" ;;
                 --max-tokens) choices=__value__ ;;
                 --limit) choices=__value__ ;;
-                --type) choices=__value__ ;;
+                --type) choices="world experience observation" ;;
                 --tag) choices=__value__ ;;
                 --tags-match) choices="any all any_strict all_strict exact" ;;
                 --now) choices=__value__ ;;
@@ -105,7 +105,7 @@ _mem() {
                 --source-id) choices=__value__ ;;
                 --tag) choices=__value__ ;;
                 --tags-match) choices="any all any_strict all_strict exact" ;;
-                --type) choices=__value__ ;;
+                --type) choices="world experience observation" ;;
                 --context) choices=__value__ ;;
                 --since) choices=__value__ ;;
                 --until) choices=__value__ ;;
@@ -128,7 +128,7 @@ _mem() {
                 --document) choices=__value__ ;;
                 --tag) choices=__value__ ;;
                 --tags-match) choices="any all any_strict all_strict exact" ;;
-                --type) choices=__value__ ;;
+                --type) choices="world experience observation" ;;
                 --context) choices=__value__ ;;
                 --before) choices=__value__ ;;
                 --since) choices=__value__ ;;

@@ -33,6 +33,15 @@ OUTPUTS = {
 # the command tree
 
 
+def _checked_values() -> dict[str, tuple[str, ...]]:
+    from memcli.store import FACT_TYPES
+
+    return {"--type": FACT_TYPES}
+
+
+CHECKED_VALUES = _checked_values()
+
+
 @dataclass
 class Opt:
     names: list[str]  # --long, -s, and --no-x secondaries
@@ -68,9 +77,11 @@ class Command:
         return " ".join(["mem", *self.path])
 
 
-def _choice_values(desc: Any) -> list[str]:
+def _choice_values(desc: Any, names: list[str]) -> list[str]:
     if not desc.is_choice or not desc.choices:
-        return []
+        # Options whose values mem checks itself (a free value to typer: `--type` is
+        # repeatable for recall, and its message names the types).
+        return list(CHECKED_VALUES.get(names[0], ())) if names else []
     return [c.value if isinstance(c, Enum) else str(c) for c in desc.choices]
 
 
@@ -141,7 +152,7 @@ def read_tree() -> Command:
                     [*p.opts, *p.secondary_opts],
                     not flag,
                     value,
-                    _choice_values(desc),
+                    _choice_values(desc, list(p.opts)),
                     is_path,
                     _clean(p.help).replace("\n", " "),
                 )

@@ -14,6 +14,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from memcli.cli import app
+from memcli.store import FACT_TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -153,6 +154,9 @@ def test_bash_completion_offers_commands_options_and_choices():
     assert bash_complete("mem", "config", "") == ["path", "show", "set", "unset"]
     assert bash_complete("mem", "models", "add", "--as", "") == ["embedder", "reranker"]
     assert bash_complete("mem", "retain", "--file", "Makef") == ["Makefile"]
+    # A value checked by mem rather than declared as a choice: the fact types.
+    for command in ("retain", "recall", "list", "forget"):
+        assert bash_complete("mem", command, "--type", "") == list(FACT_TYPES), command
 
 
 @pytest.mark.parametrize("shell,flag,name", [("zsh", "-n", "_mem"), ("fish", "-n", "mem.fish")])
