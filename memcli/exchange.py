@@ -332,12 +332,12 @@ def _check_bank_is_new(store: Store, target: str) -> None:
 
 def _records(src: _Line, header: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The records after the header as (kind, record), each checked before it is yielded:
-    its kind and order, every field, every id against the header's ranges, a fact id given
+    its kind and order, every field, every id against the header's ranges, an id given
     twice, a fact's entities among the entity records before it; last ("end", record), or
-    nothing when the file ends without one. All of the file's checks that need no store."""
+    nothing when the file ends without one. All of the file's checks that need no store
+    (an id given twice was found by SQLite only when written, after the embedding)."""
     stage = 0
-    entity_ids: set[int] = set()
-    fact_ids: set[int] = set()
+    seen: dict[str, set[int]] = {kind: set() for kind in KINDS if kind != "link"}
     while True:
         rec = src.next()
         if rec is None:
@@ -355,13 +355,13 @@ def _records(src: _Line, header: dict[str, Any]) -> Iterator[tuple[str, dict[str
         stage = KINDS.index(kind)
         _check_record(rec, kind, src)
         _check_ids(rec, kind, header["ids"], src)
-        if kind == "entity":
-            entity_ids.add(rec["id"])
-        elif kind == "fact":
-            if rec["id"] in fact_ids:
-                raise src.error(f"(fact) has id {rec['id']}, as a fact record before it")
-            fact_ids.add(rec["id"])
-            missing = [x for x in rec["entities"] if x not in entity_ids]
+        ids = seen.get(kind)
+        if ids is not None:
+            if rec["id"] in ids:
+                raise src.error(f"({kind}) has id {rec['id']}, as a {kind} record before it")
+            ids.add(rec["id"])
+        if kind == "fact":
+            missing = [x for x in rec["entities"] if x not in seen["entity"]]
             if missing:
                 raise src.error(
                     f"(fact) has a bad 'entities': entity {missing[0]} is not among the "
@@ -396,11 +396,9 @@ def _embed_ahead(
         found = np.asarray(model.embed(texts), dtype="<f4")
         try:
             vectors.write(found.tobytes())
+            vectors.flush()  # here, where a full disk is reported as one
         except OSError as exc:
-            raise LifecycleError(
-                f"cannot keep the computed vectors in a temporary file ({exc.strerror or exc}); "
-                "nothing imported"
-            ) from None
+            raise _temporary_failure(exc, "keep the computed vectors in") from None
         if progress:
             progress(len(texts))
         texts.clear()
@@ -430,20 +428,43 @@ def _spooled(lines: Iterable[str], name: str) -> IO[str]:
     read once)."""
     # Lines end in "\n" only, read back as written (a lone surrogate too: the file's check
     # names it at its line).
-    spool = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogatepass", newline="\n")
+    spool = _temporary_file("w+", encoding="utf-8", errors="surrogatepass", newline="\n")
     try:
         for line in lines:
             spool.write(line if line.endswith("\n") else line + "\n")
+        spool.flush()
         spool.seek(0)
     except OSError as exc:
-        spool.close()
-        raise LifecycleError(
-            f"cannot copy {name} to a temporary file ({exc.strerror or exc}); nothing imported"
-        ) from None
+        _close_quietly(spool)
+        raise _temporary_failure(exc, f"copy {name} to") from None
     except BaseException:
-        spool.close()
+        _close_quietly(spool)
         raise
     return spool
+
+
+def _temporary_file(*args: Any, **kwargs: Any) -> Any:
+    """tempfile.TemporaryFile, its failure (no usable temporary folder) one line."""
+    try:
+        return tempfile.TemporaryFile(*args, **kwargs)
+    except OSError as exc:
+        raise _temporary_failure(exc, "make") from None
+
+
+def _temporary_failure(exc: OSError, what: str) -> LifecycleError:
+    return LifecycleError(
+        f"cannot {what} a temporary file ({exc.strerror or exc}; TMPDIR chooses its folder); "
+        "nothing imported"
+    )
+
+
+def _close_quietly(f: IO[Any]) -> None:
+    """Close a temporary file whose last write failed: close() flushes the stuck buffer
+    again, and its error would hide the one being reported."""
+    try:
+        f.close()
+    except OSError:
+        pass
 
 
 def import_lines(
@@ -498,8 +519,10 @@ def import_lines(
             vec_name, vec_fp, dim = fb.get("embedder"), have_fp, file_vectors["dim"]
             computed = None
         else:
-            spool = temporary.enter_context(_spooled(src.rest(), name))
-            computed = temporary.enter_context(tempfile.TemporaryFile())
+            spool = _spooled(src.rest(), name)
+            temporary.callback(_close_quietly, spool)
+            computed = _temporary_file()
+            temporary.callback(_close_quietly, computed)
             if on_stage:
                 on_stage("embedding")
             model = _embed_ahead(

@@ -596,7 +596,7 @@ def test_a_full_disk_during_an_import_into_a_new_path_names_that_path(
     fresh = tmp_path / "new" / "mem.db"
     for source, message in (
         (dump, f"mem: error: disk full writing {fresh} ("),
-        (big_export, f"mem: error: cannot copy {big_export} to a temporary file (File too large)"),
+        (big_export, f"mem: error: cannot copy {big_export} to a temporary file (File too large;"),
     ):
         proc = subprocess.run(
             [sys.executable, "-m", "memcli", "--db", str(fresh), "import", str(source)],
@@ -809,3 +809,56 @@ def test_an_import_lets_other_writers_in_while_it_embeds(source: Path, target: P
     with Store(target) as s:
         assert sorted(s.bank_names()) == ["copy", "default", "other"]
         assert s.fact_count() == 1 + 1 + report.counts["facts"]
+
+
+@pytest.mark.parametrize("kind", ["document", "chunk", "entity"])
+def test_an_id_given_twice_is_refused_at_its_line_before_any_embedding(
+    source: Path, target: Path, embedder, kind: str
+) -> None:
+    """Found by the checks of the first pass, not by SQLite's UNIQUE constraint in the
+    writing pass after every fact was embedded (minutes for a big file)."""
+    lines = ok(mem(source, "export")).splitlines()
+    first = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == kind)
+    lines.insert(first + 1, lines[first])  # the copy is line first + 2
+    loaded = []
+    with Store(target) as store, pytest.raises(LifecycleError) as caught:
+        exchange.import_lines(
+            store, lines, name="dump", bank="copy", embedder=lambda: loaded.append(1) or embedder
+        )
+    assert str(caught.value).startswith(f"dump line {first + 2} ({kind}) has id "), caught.value
+    assert f"as a {kind} record before it" in str(caught.value)
+    assert loaded == []
+
+
+@pytest.mark.parametrize("where", ["copy", "vectors"])
+def test_a_full_temporary_folder_is_named_in_one_line(
+    big_export: Path, target: Path, tmp_path: Path, where: str
+) -> None:
+    """A file without vectors is copied to a temporary file and its vectors kept in
+    another: a full disk there said only "File too large" (the failed write was retried by
+    close(), or made by a seek outside the handler)."""
+    import resource
+
+    # Without its links the file is smaller than its vectors (300 x 1.5 KB): a limit can
+    # stop the vectors' file and not the copy.
+    records = [json.loads(line) for line in big_export.read_text().splitlines()]
+    for rec in records:
+        if rec["kind"] in ("header", "end"):
+            rec["counts"]["links"] = 0
+    dump = tmp_path / "no-links.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in records if r["kind"] != "link"))
+    size, vectors = dump.stat().st_size, 300 * 384 * 4
+    assert size + 16384 < vectors
+    limit = size // 2 if where == "copy" else size + 16384
+    before = table_counts(target)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(target), "import", str(dump),
+         "--into", "copy"],
+        capture_output=True, text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr.strip()
+    assert "\n" not in err and err.startswith("mem: error: "), err
+    assert "a temporary file (File too large" in err and err.endswith("nothing imported"), err
+    assert table_counts(target) == before
