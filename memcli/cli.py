@@ -118,6 +118,8 @@ def main_options(
 def _read_bytes(path: Path) -> tuple[bytes, str]:
     """A file's bytes ('-': stdin's) and its name for messages."""
     if str(path) == "-":
+        if stdin_closed():
+            fail(STDIN_CLOSED, 2)
         return sys.stdin.buffer.read(), "stdin"
     try:
         return path.read_bytes(), str(path)
@@ -770,6 +772,13 @@ def _stdout_reader_gone() -> bool:
 
 
 _stdout_was_closed = False
+_stdin_was_closed = False
+STDIN_CLOSED = "'-' reads stdin, which is closed: give a file instead"
+
+
+def stdin_closed() -> bool:
+    """Whether the caller closed stdin (`<&-`): sys.stdin is then an empty stand-in."""
+    return _stdin_was_closed
 
 
 def stdout_closed() -> bool:
@@ -843,8 +852,14 @@ def main() -> None:
         # COLUMNS=0 made --help print nothing (rich laid it out in no width): the terminal's
         # own width is asked instead.
         del os.environ["COLUMNS"]
-    global _stdout_was_closed
+    global _stdout_was_closed, _stdin_was_closed
     _stdout_was_closed = sys.stdout is None
+    _stdin_was_closed = sys.stdin is None
+    if _stdin_was_closed:
+        # Closed by the caller (`<&-`, a service without one): Python leaves it None, and
+        # a question or a read of '-' failed with "unexpected AttributeError". It reads as
+        # empty and is not a terminal; '-' names it closed (STDIN_CLOSED).
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None or (name == "stderr" and not _writable(2)):
             # Closed by the caller (`2>&-`, `>&-`): Python leaves the stream None, and every

@@ -1526,3 +1526,40 @@ def test_retain_with_nothing_to_retain_is_a_usage_error_and_empty_input_is_not(d
     r = mem(db_path, "retain", "-", input="   \n")
     assert r.exit_code == 1, r.stderr
     assert not db_path.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["retain", "-"],
+        ["retain", "--jsonl", "-"],
+        ["recall", "--batch", "-"],
+        ["import", "-"],
+    ],
+)
+def test_dash_with_stdin_closed_is_a_clear_usage_error(db_path, args):
+    """`mem retain - <&-` (a cron line, a service with no stdin): Python leaves sys.stdin
+    None, and each command that reads '-' failed with "unexpected AttributeError"."""
+    seeded(db_path)
+    before = db_path.read_bytes()
+    proc = subprocess.run(
+        [sys.executable, "-m", "memcli", "--db", str(db_path), *args],
+        capture_output=True, text=True, preexec_fn=lambda: os.close(0),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    one_error_line(proc.stderr, "stdin", "closed")
+    assert "unexpected" not in proc.stderr
+    assert db_path.read_bytes() == before
+
+
+def test_a_delete_with_stdin_closed_asks_for_yes(db_path):
+    """Without a terminal to ask at, a delete needs --yes; with stdin closed it crashed."""
+    seeded(db_path)
+    run = [sys.executable, "-m", "memcli", "--db", str(db_path), "forget", "1"]
+    proc = subprocess.run(run, capture_output=True, text=True, preexec_fn=lambda: os.close(0))
+    assert proc.returncode == 1, proc.stderr
+    one_error_line(proc.stderr, "--yes")
+    proc = subprocess.run(
+        [*run, "--yes"], capture_output=True, text=True, preexec_fn=lambda: os.close(0)
+    )
+    assert proc.returncode == 0, proc.stderr

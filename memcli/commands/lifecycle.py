@@ -567,6 +567,10 @@ def import_bank(
     from memcli.lifecycle import LifecycleError
 
     if file == "-":
+        from memcli.cli import STDIN_CLOSED, stdin_closed
+
+        if stdin_closed():
+            fail(STDIN_CLOSED, 2)
         fh = sys.stdin
         name = "stdin"
         if hasattr(fh, "reconfigure"):
