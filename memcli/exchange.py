@@ -157,6 +157,32 @@ class _Line:
         return self._it
 
 
+def utf8_lines(binary: Iterable[bytes], name: str) -> Iterator[str]:
+    """The lines of a binary stream (read at b"\\n") as text, split where text mode splits
+    them (\\n, \\r\\n, a lone \\r) and nowhere else (U+2028 may stand in a JSON string). A
+    byte that is not UTF-8 is named at its line and column: text mode's error offset counts
+    from the start of the block it was decoding, not of the file."""
+    number = 0
+    for raw in binary:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            head = raw[: exc.start]
+            line = number + 1 + head.count(b"\r") - head.count(b"\r\n")
+            column = exc.start - max(head.rfind(b"\r"), head.rfind(b"\n"))
+            raise LifecycleError(
+                f"{name} line {line} is not UTF-8 text (bad byte at column {column}); "
+                "nothing imported"
+            ) from None
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        while text:
+            cut = text.find("\n") + 1 or len(text)
+            number += 1
+            yield text[:cut]
+            text = text[cut:]
+
+
 def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
     if h is None:
         raise LifecycleError(f"{src.name} is empty: not a mem export")

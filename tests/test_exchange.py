@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -321,6 +322,35 @@ def test_not_utf8_and_missing_file(tmp_path: Path, target: Path) -> None:
     bad.write_bytes(b'{"kind":"header"\xff}\n')
     one_line_error(mem(target, "import", str(bad)), "UTF-8")
     one_line_error(mem(target, "import", str(tmp_path / "missing.jsonl")), "cannot read")
+
+
+@pytest.mark.parametrize("via", ["path", "stdin"])
+def test_a_bad_byte_is_named_at_its_line(source: Path, target: Path, tmp_path: Path, via):
+    """The offset said was counted from the start of the 8 KB block being decoded, not
+    of the file; the line (and the column in it) is what a user can find."""
+    lines = ok(mem(source, "export")).splitlines(keepends=True)
+    filler = '{"kind":"document"}\r\n' * 2000  # never read: the bad byte comes first
+    data = "".join(lines[:3]).encode() + b'{"kind":"chunk","text":"caf\xe9"}\n' + filler.encode()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(data)
+    before = table_counts(target)
+    if via == "path":
+        r = mem(target, "import", str(bad))
+    else:
+        r = runner.invoke(app, ["--db", str(target), "import", "-"], input=data)
+    one_line_error(r, "line 4 is not UTF-8 text (bad byte at column 28)", "nothing imported")
+    assert table_counts(target) == before
+
+
+def test_line_ends_read_as_before(source: Path, tmp_path: Path) -> None:
+    """CRLF and a lone CR end lines as they did when the file was read as text."""
+    dump = ok(mem(source, "export"))
+    for end in ("\r\n", "\r"):
+        path = tmp_path / f"ends{len(end)}.jsonl"
+        path.write_bytes(dump.replace("\n", end).encode())
+        fresh = tmp_path / f"fresh{len(end)}.db"
+        ok(mem(fresh, "import", str(path)))
+        assert ok(mem(fresh, "export")) == dump
 
 
 INF = float("inf")
@@ -862,3 +892,33 @@ def test_a_full_temporary_folder_is_named_in_one_line(
     assert "\n" not in err and err.startswith("mem: error: "), err
     assert "a temporary file (File too large" in err and err.endswith("nothing imported"), err
     assert table_counts(target) == before
+
+
+@pytest.mark.parametrize(
+    ("data", "lines"),
+    [
+        (b"a\nb\n", ["a\n", "b\n"]),
+        (b"a\r\nb\r\n", ["a\n", "b\n"]),
+        (b"a\rb\rc", ["a\n", "b\n", "c"]),
+        (b"a\n\nb", ["a\n", "\n", "b"]),
+        ('{"t":"x\u2028y"}\n'.encode(), ['{"t":"x\u2028y"}\n']),
+        (b"", []),
+    ],
+)
+def test_utf8_lines_split_as_text_mode_does(data: bytes, lines: list[str]) -> None:
+    import io
+
+    assert list(exchange.utf8_lines(io.BytesIO(data), "f")) == lines
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [(b"ok\nbad \xff\n", "line 2 is not UTF-8 text (bad byte at column 5)"),
+     (b"a\rb\r\xfe\n", "line 3 is not UTF-8 text (bad byte at column 1)"),
+     (b"a\r\nb\xc3\n", "line 2 is not UTF-8 text (bad byte at column 2)")],
+)  # fmt: skip
+def test_utf8_lines_name_a_bad_byte_at_its_line_and_column(data: bytes, where: str) -> None:
+    import io
+
+    with pytest.raises(LifecycleError, match=f"^f {re.escape(where)}; nothing imported$"):
+        list(exchange.utf8_lines(io.BytesIO(data), "f"))

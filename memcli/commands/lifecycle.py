@@ -571,13 +571,11 @@ def import_bank(
 
         if stdin_closed():
             fail(STDIN_CLOSED, 2)
-        fh = sys.stdin
+        fh = sys.stdin.buffer
         name = "stdin"
-        if hasattr(fh, "reconfigure"):
-            fh.reconfigure(encoding="utf-8", errors="strict")
     else:
         try:
-            fh = open(file, encoding="utf-8", errors="strict")
+            fh = open(file, "rb")
         except OSError as exc:
             fail(f"cannot read {file}: {exc.strerror or exc}")
         name = file
@@ -627,22 +625,17 @@ def import_bank(
         return load_embedder(spec)
 
     def run(store: Any) -> Any:
-        try:
-            return exchange.import_lines(
-                store,
-                fh,
-                name=name,
-                bank=target,
-                embedder=bank_model,
-                reembed=reembed,
-                progress=lambda n: advance(n) if advance else None,
-                on_header=on_header,
-                on_stage=on_stage,
-            )
-        except UnicodeDecodeError as exc:
-            raise LifecycleError(
-                f"{name} is not UTF-8 text (bad byte at offset {exc.start}); nothing imported"
-            ) from None
+        return exchange.import_lines(
+            store,
+            exchange.utf8_lines(fh, name),
+            name=name,
+            bank=target,
+            embedder=bank_model,
+            reembed=reembed,
+            progress=lambda n: advance(n) if advance else None,
+            on_header=on_header,
+            on_stage=on_stage,
+        )
 
     db = Path(state.db).expanduser()
     # The bar is closed before an error is printed, so the message starts its own line.
@@ -662,7 +655,7 @@ def import_bank(
         finally:
             if bar_ctx is not None:
                 bar_ctx.__exit__(None, None, None)
-            if fh is not sys.stdin:
+            if fh is not sys.stdin.buffer:
                 fh.close()
     if as_json:
         typer.echo(
