@@ -396,6 +396,13 @@ def test_new_stores_are_private(tmp_path):
 # -- finding 8: the terminal path --------------------------------------------------------------
 
 
+def _colour_terminal_env() -> dict[str, str]:
+    """A colour terminal's environment for _run_in_pty (NO_COLOR and TERM as a user's)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    env["TERM"] = "xterm-256color"
+    return env
+
+
 def _run_in_pty(argv: list[str], env: dict) -> tuple[int, str]:
     pid, fd = pty.fork()
     if pid == 0:  # child: a real terminal on stdin, stdout and stderr
@@ -424,8 +431,7 @@ def _run_in_pty(argv: list[str], env: dict) -> tuple[int, str]:
 def test_a_large_import_at_a_terminal_shows_progress(db_path, tmp_path, no_color):
     rows = [{"text": f"Terminal line {i} about the orchard."} for i in range(150)]
     path = write_jsonl(tmp_path / "t.jsonl", rows)
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
-    env["TERM"] = "xterm-256color"
+    env = _colour_terminal_env()
     if no_color:
         env["NO_COLOR"] = "1"
     argv = [sys.executable, "-m", "memcli", "--db", str(db_path), "retain", "--jsonl", str(path)]
@@ -610,6 +616,17 @@ def test_a_query_of_only_controls_is_a_usage_error(db_path, query):
     one_error_line(r.stderr, "query")
 
 
+def _export_of_150_facts(tmp_path: Path, *export_args: str) -> Path:
+    """An export of a bank of 150 facts (more than the 64 below which no bar is drawn)."""
+    source = tmp_path / "source.db"
+    rows = [{"text": f"Terminal line {i} about the orchard."} for i in range(150)]
+    r = mem(source, "retain", "--jsonl", str(write_jsonl(tmp_path / "t.jsonl", rows)))
+    assert r.exit_code == 0, r.stderr
+    dump = tmp_path / "dump.jsonl"
+    assert mem(source, "export", *export_args, "-o", str(dump)).exit_code == 0
+    return dump
+
+
 @pytest.mark.parametrize(
     ("export_args", "bar"), [((), "embedding"), (("--with-vectors",), "importing")]
 )
@@ -620,19 +637,11 @@ def test_a_failed_import_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path
     its bar is "embedding"."""
     import re
 
-    source = tmp_path / "source.db"
-    rows = [{"text": f"Terminal line {i} about the orchard."} for i in range(150)]
-    assert (
-        mem(source, "retain", "--jsonl", str(write_jsonl(tmp_path / "t.jsonl", rows))).exit_code
-        == 0
-    )
-    dump = tmp_path / "dump.jsonl"
-    assert mem(source, "export", *export_args, "-o", str(dump)).exit_code == 0
+    dump = _export_of_150_facts(tmp_path, *export_args)
     lines = dump.read_text().splitlines(keepends=True)
     lines[-2] = '{"kind": "link", "cut short\n'  # after every fact: the bar is at its end
     dump.write_text("".join(lines))
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
-    env["TERM"] = "xterm-256color"
+    env = _colour_terminal_env()
     argv = [sys.executable, "-m", "memcli", "--db", str(tmp_path / "new.db"), "import", str(dump)]
     code, out = _run_in_pty(argv, env)
     assert code == 1 and "Traceback" not in out, out
@@ -647,16 +656,8 @@ def test_a_failed_import_at_a_terminal_prints_its_error_on_a_clean_line(tmp_path
 def test_an_import_without_vectors_at_a_terminal_shows_each_pass(tmp_path):
     """A file without vectors is embedded first (outside the write lock), then written:
     a bar for each pass, the same store as a plain import."""
-    source = tmp_path / "source.db"
-    rows = [{"text": f"Pass line {i} about the vineyard."} for i in range(150)]
-    assert (
-        mem(source, "retain", "--jsonl", str(write_jsonl(tmp_path / "t.jsonl", rows))).exit_code
-        == 0
-    )
-    dump = tmp_path / "dump.jsonl"
-    assert mem(source, "export", "-o", str(dump)).exit_code == 0
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
-    env["TERM"] = "xterm-256color"
+    dump = _export_of_150_facts(tmp_path)
+    env = _colour_terminal_env()
     fresh = tmp_path / "new.db"
     argv = [sys.executable, "-m", "memcli", "--db", str(fresh), "import", str(dump)]
     code, out = _run_in_pty(argv, env)
@@ -674,8 +675,7 @@ def test_a_failed_reembed_at_a_terminal_prints_its_error_on_a_clean_line(tmp_pat
     rows = [{"text": f"Terminal line {i} about the orchard."} for i in range(150)]
     assert mem(db, "retain", "--jsonl", str(write_jsonl(tmp_path / "t.jsonl", rows))).exit_code == 0
     limit_kb = db.stat().st_size // 1024 + 64  # the new vectors do not fit
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
-    env["TERM"] = "xterm-256color"
+    env = _colour_terminal_env()
     mem_cmd = f"{sys.executable} -m memcli --db {db} reembed"
     code, out = _run_in_pty(["/bin/sh", "-c", f"ulimit -f {limit_kb}; exec {mem_cmd}"], env)
     assert code == 1 and "Traceback" not in out, out
@@ -1451,8 +1451,7 @@ def test_sigterm_during_a_progress_bar_gives_the_cursor_back_and_keeps_the_batch
         for i in range(600)
     ]
     path = write_jsonl(tmp_path / "big.jsonl", items)
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
-    env["TERM"] = "xterm-256color"
+    env = _colour_terminal_env()
     argv = [sys.executable, "-m", "memcli", "--db", str(db), "retain", "--jsonl", str(path)]
     sent = []
 
