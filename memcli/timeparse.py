@@ -1190,6 +1190,7 @@ _MONTH_NAME = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
     r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
 )
+_NAMES_A_MONTH = re.compile(r"\b" + _MONTH_NAME, re.IGNORECASE)
 _HOUR = r"(?<![:.\d])"  # a number that starts a time: not the minutes of "14:35" or "3.30pm"
 _BAD_DAY = r"(?:3[2-9]|[4-9]\d)(?:st|nd|rd|th)?\b"
 _MISREAD = re.compile(
@@ -1263,6 +1264,17 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past", "TIMEZONE": "UTC"}
     try:
         parsed = _dateparser().parse(text, languages=["en"], settings=settings)
+        if parsed is not None and _NAMES_A_MONTH.search(text):
+            # A month named without its day ("May 2026", "December") is its first day, as
+            # "2026-05" is and as recall's window for it begins: dateparser put in today's day
+            # of the month, so `forget --since "May 2026"` began on the 6th when said on a
+            # 6th. Whether the day was filled in shows as a change when the fill is "first"
+            # (a day named, "May 5", stays; "a year ago" names no month and keeps its day).
+            first = _dateparser().parse(
+                text, languages=["en"], settings={**settings, "PREFER_DAY_OF_MONTH": "first"}
+            )
+            if first is not None and first.day == 1:
+                parsed = first
     except Exception:  # dateparser raises assorted errors on odd input
         parsed = None
     if parsed is not None:

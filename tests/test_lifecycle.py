@@ -827,3 +827,15 @@ def test_forget_by_tag_never_takes_untagged_facts(db: Path, mode: str) -> None:
     # The strict modes (the default) take the tagged facts only.
     ok(mem(db, "forget", "--tag", "pets", "--tags-match", f"{mode}_strict", "--yes"))
     assert len(ids_listed(db)) == len(before) - 1
+
+
+def test_forget_between_two_months_named_takes_that_month(tmp_path: Path) -> None:
+    """--since "May 2026" --before "June 2026" began on today's day of May and took June's
+    facts up to today's day of June."""
+    db = tmp_path / "months.db"
+    ok(mem(db, "retain", "--at", "2026-05-02", "Paid the May rent."))
+    ok(mem(db, "retain", "--at", "2026-06-03", "Paid the June rent."))
+    r = mem(db, "forget", "--since", "May 2026", "--before", "June 2026", "--dry-run",
+            "--format", "json")  # fmt: skip
+    plan = json.loads(ok(r))
+    assert [f["text"] for f in plan["facts"]] == ["Paid the May rent."], plan

@@ -160,6 +160,29 @@ def test_parse_when_natural_language_is_relative_to_now(text, expected, monkeypa
     assert parse_when(text, now=datetime(2023, 5, 10, 12)) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # now = 10 May 2023: a month with no day is its first day, not the 10th of it
+        ("May 2026", datetime(2026, 5, 1)),
+        ("June 2022", datetime(2022, 6, 1)),
+        ("Dec 2021", datetime(2021, 12, 1)),
+        ("December", datetime(2022, 12, 1)),  # the last December: dates are from the past
+        ("2021", datetime(2021, 1, 1)),
+        # a day named keeps its day; relative phrases keep now's day and time, as before
+        ("May 5 2022", datetime(2022, 5, 5)),
+        ("next month", datetime(2023, 6, 10, 12)),
+        ("last year", datetime(2022, 5, 10, 12)),
+    ],
+)
+def test_parse_when_reads_a_month_without_a_day_as_its_first_day(text, expected, monkeypatch):
+    """`forget --since "May 2026" --before "June 2026"` took 6 May to 6 June when said on
+    the 6th (dateparser's default fills in the current day of the month); recall's window
+    for the same words is 1 May to 1 June."""
+    monkeypatch.setenv("TZ", "UTC")
+    assert parse_when(text, now=datetime(2023, 5, 10, 12)) == expected
+
+
 def test_parse_when_accepts_an_aware_now():
     now = datetime(2023, 5, 10, 14, tzinfo=timezone(timedelta(hours=2)))  # 12:00 UTC
     assert parse_when("yesterday", now=now) == datetime(2023, 5, 9, 12)
