@@ -13,6 +13,7 @@ json`, `mem retain --json`), built by the same functions in memcli/render.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections import Counter
@@ -33,6 +34,15 @@ INSTRUCTIONS = (
     "`mentioned_at` (when it was said) and `occurred_start`/`occurred_end` (the time it talks "
     "about): a plan said in February about November is not something that already happened."
 )
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at path, None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class MemoryService:
@@ -60,6 +70,7 @@ class MemoryService:
         self.reranker_path = reranker_path
         self._lock = threading.Lock()
         self._store: Any = None
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the file opened
         self._embedders: dict[str, Any] = {}
         self._reranker: Any = None
         self._reranker_loaded = False
@@ -67,12 +78,19 @@ class MemoryService:
     # -- what the tools share -------------------------------------------------------------
 
     def store(self, create: bool = False) -> Any:
-        """The store, opened once. Only retain creates it: a read through a mistyped --db
-        must answer "no mem store", not leave an empty store behind (as the CLI's recall)."""
+        """The store, opened once, and again when the file at the path is no longer the one
+        opened (a backup restored over it, the store deleted): the old connection answered
+        from the deleted file and wrote into it, or into the new file's WAL. Only retain
+        creates it: a read through a mistyped --db must answer "no mem store", not leave an
+        empty store behind (as the CLI's recall)."""
+        if self._store is not None and _file_identity(self.db) != self._identity:
+            self._store.abandon()
+            self._store = None
         if self._store is None:
             from memcli.store import Store
 
             self._store = Store(self.db, create=create)
+            self._identity = _file_identity(self.db)
         return self._store
 
     def _bank(self, bank: str | None) -> str:

@@ -523,3 +523,42 @@ def test_retain_names_what_it_may_supersede_as_the_cli_does(db_path):
         r = CliRunner().invoke(app, ["--db", str(twin), *args])
         assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["stored"][0]["possibly_supersedes"] == [1]
+
+
+def test_a_store_replaced_or_deleted_while_the_server_runs_is_opened_again(tmp_path):
+    """The server kept one connection for its life: after a backup was restored over the
+    store (an atomic rename), its next retain wrote WAL frames meant for the old file into
+    the new one's WAL ("database disk image is malformed"); after the store was deleted,
+    reads answered from the deleted file and a retain went into it, lost."""
+    db = tmp_path / "mem.db"
+    backup = tmp_path / "backup.db"
+    for path, text in ((db, "The first store's note."), (backup, "The backup's own note.")):
+        r = CliRunner().invoke(app, ["--db", str(path), "retain", text])
+        assert r.exit_code == 0, r.stderr
+
+    async def session() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with Client(server_params(db)) as client:
+            await client.call_tool("recall", {"query": "note"})
+            os.replace(backup, db)  # a restore from backup while the server is up
+            out["after_restore"] = await client.call_tool(
+                "retain", {"text": "Written after the restore."}
+            )
+            out["listed"] = await client.call_tool("list", {})
+            db.unlink()
+            for suffix in ("-wal", "-shm"):
+                db.with_name(db.name + suffix).unlink(missing_ok=True)
+            out["gone"] = await client.call_tool("recall", {"query": "note"})
+            out["made_again"] = await client.call_tool("retain", {"text": "A new beginning."})
+        return out
+
+    out = run(session)
+    assert not out["after_restore"].is_error, text_of(out["after_restore"])
+    texts = [f["text"] for f in out["listed"].structured_content["facts"]]
+    assert sorted(texts) == ["The backup's own note.", "Written after the restore."], texts
+    assert out["gone"].is_error and "no mem store" in text_of(out["gone"]), text_of(out["gone"])
+    assert not out["made_again"].is_error, text_of(out["made_again"])
+    with Store(db) as s:
+        assert s.fact_count() == 1
+    r = CliRunner().invoke(app, ["--db", str(db), "doctor"])
+    assert r.exit_code == 0, r.stdout + r.stderr

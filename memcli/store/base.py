@@ -362,6 +362,16 @@ class StoreBase:
             os.close(fd)
         self.conn.close()
 
+    def abandon(self) -> None:
+        """Close a connection whose file was replaced or deleted under it, without the
+        checkpoint and WAL removal a close does: the -wal and -shm beside the path now
+        belong to the file there, and writing this connection's pages into them would
+        corrupt it."""
+        try:
+            self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+        finally:
+            self.close()
+
     def __enter__(self):
         return self
 
