@@ -588,6 +588,10 @@ def _reader_gone(exc: BaseException) -> bool:
     )
 
 
+# How long the server waits at its end for the errors of refused lines to be written.
+REFUSALS_GRACE_SECONDS = 2.0
+
+
 async def _serve_lines(server: Any) -> None:
     """_serve_stdio's loop over stdin's lines (see there)."""
     import anyio
@@ -641,10 +645,15 @@ async def _serve_lines(server: Any) -> None:
                         if isinstance(reply.message, (types.JSONRPCResponse, types.JSONRPCError)):
                             unanswered[reply.message.id] -= 1
 
+            refusals_answered = anyio.Event()
+
             async def answer_refusals() -> None:
-                async with refusals:
-                    async for error in refusals:
-                        await wire_out.send(error)
+                try:
+                    async with refusals:
+                        async for error in refusals:
+                            await wire_out.send(error)
+                finally:
+                    refusals_answered.set()
 
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(screen)
@@ -653,6 +662,10 @@ async def _serve_lines(server: Any) -> None:
                     # The relay ends when the SDK closes its end, its last reply written.
                     serving.start_soon(relay_replies)
                     await lowlevel.run(receive, replies, lowlevel.create_initialization_options())
+                # At end of input the refusals end too, once written: the last line's was
+                # sometimes cancelled unwritten. (A client gone early: not waited for long.)
+                with anyio.move_on_after(REFUSALS_GRACE_SECONDS):
+                    await refusals_answered.wait()
                 tasks.cancel_scope.cancel()
             await wire_out.aclose()  # the SDK closed the stream it was given, not this one
 
