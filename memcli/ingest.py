@@ -43,12 +43,12 @@ def items_from_text(text: str, origin: str | None, defaults: dict[str, Any]) -> 
     try:
         return check_item(item)
     except RetainError as exc:
-        # "text: text is empty": the message names the field already.
+        # A file's problems are prefixed with its name; the message names the field ("tag
+        # is empty", not "text: a tag is empty" for a text given as an argument or a tool's).
         message = str(exc)
-        where = origin or "text"
-        raise InputError(
-            message if message.startswith(f"{where} ") else f"{where}: {message}"
-        ) from None
+        if origin is None or message.startswith(f"{origin} "):
+            raise InputError(message) from None
+        raise InputError(f"{origin}: {message}") from None
 
 
 def _check_type(value: Any, where: str) -> None:

@@ -572,3 +572,20 @@ def test_a_refused_last_line_is_answered_before_the_server_exits(db_path):
         replies, code = _raw_session(db_path, bad)
         assert code == 0
         assert [r.get("id") for r in replies] == [RAW_INITIALIZE["id"], None], replies
+
+
+def test_a_bad_label_is_blamed_on_its_own_argument(db_path):
+    """A bad tag, context or document_id was reported as "text: a tag is empty ..."."""
+
+    async def session():
+        async with Client(server_params(db_path)) as client:
+            return [
+                await client.call_tool("retain", {"text": "Fine text.", **bad})
+                for bad in ({"tags": [" "]}, {"document_id": "a\nb"})
+            ]
+
+    for result, named in zip(run(session), ("tag", "document_id")):
+        assert result.is_error
+        message = text_of(result)
+        assert "text: " not in message and named in message, message
+    assert not db_path.exists() or Store(db_path).fact_count() == 0
