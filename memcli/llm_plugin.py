@@ -27,15 +27,19 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
     from memcli import render
     from memcli.config import Settings
     from memcli.display import has_visible_text
+
+    if not query or not has_visible_text(query):
+        raise ValueError('mem: give a query, e.g. mem:"Lisbon trip"')
+    settings = Settings()
+    # Checked before the models' modules load: the embedder reads MEM_THREADS when imported
+    # ("invalid literal for int()" where the CLI names the setting).
+    threads = settings.resolve("threads")
     from memcli.models import choice
     from memcli.models.embedder import load_embedder
     from memcli.recall import RecallOptions
     from memcli.recall import recall as run_recall
     from memcli.store import Store
 
-    if not query or not has_visible_text(query):
-        raise ValueError('mem: give a query, e.g. mem:"Lisbon trip"')
-    settings = Settings()
     db = Path(settings.resolve("db").value)
     bank = settings.resolve("bank").value
     budget = settings.resolve("budget").value
@@ -45,7 +49,14 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
             tokens_setting.value if tokens_setting.source != "default" else DEFAULT_FRAGMENT_TOKENS
         )
     override = settings.resolve("embedder").value
-    threads = settings.resolve("threads")
+    # The reranker `mem recall` uses (MEM_RERANKER, the config's), so the fragment is what it
+    # prints; a model that cannot be loaded is an error there too.
+    reranker_path = settings.resolve("reranker").value
+    reranker = None
+    if reranker_path:
+        from memcli.models.reranker import load_reranker
+
+        reranker = load_reranker(reranker_path)
     if threads.source.startswith("config"):
         # llama.cpp's thread count is read from MEM_THREADS when the model loads.
         os.environ.setdefault("MEM_THREADS", str(threads.value))
@@ -62,6 +73,7 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
             query,
             RecallOptions(budget=budget, max_tokens=max_tokens),
             embedder=embedder,
+            reranker=reranker,
         )
     text = render.to_text(result, decorate=False)
     if text:

@@ -130,3 +130,30 @@ def test_a_bad_tool_query_gets_one_plain_reason(memories, query, says):
     _, result = call_tool(memories, "x", query)
     assert result["output"].startswith(says), result["output"]
     assert "mem: error: mem:" not in result["output"]
+
+
+def test_the_fragment_is_what_mem_recall_prints_with_the_reranker_set(memories, tmp_path):
+    """MEM_RERANKER (or the config's reranker) reranked `mem recall` and not the fragment,
+    which README says is what `mem recall` prints."""
+    from memcli.models.convert import build_test_reranker
+
+    model = build_test_reranker(tmp_path / "test-rank.gguf")
+    env = {**memories, "MEM_RERANKER": str(model)}
+    r = llm(env, "fragments", "show", "mem:Lisbon trip")
+    assert r.returncode == 0, r.stderr
+    cli = subprocess.run(
+        [sys.executable, "-m", "memcli", "recall", "Lisbon trip", "--max-tokens", "1500"],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    assert r.stdout.strip() == cli.stdout.strip()
+    # The reranker is loaded: a missing one is an error, as for `mem recall`.
+    bad = llm({**env, "MEM_RERANKER": str(tmp_path / "none.gguf")}, "fragments", "show", "mem:x")
+    assert bad.returncode != 0 and "none.gguf" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "0"])
+def test_a_bad_thread_count_is_named_as_the_cli_names_it(memories, value):
+    r = llm({**memories, "MEM_THREADS": value}, "fragments", "show", "mem:Lisbon")
+    assert r.returncode != 0
+    assert f"$MEM_THREADS: '{value}' is not a positive whole number" in r.stderr, r.stderr
