@@ -1562,3 +1562,19 @@ def test_a_delete_with_stdin_closed_asks_for_yes(db_path):
         [*run, "--yes"], capture_output=True, text=True, preexec_fn=lambda: os.close(0)
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_more_tags_than_sqlite_has_variables_filter_as_a_few_do(db_path):
+    """40,000 tags in a filter (an agent's generated list) was "database error: too many
+    SQL variables"; retain had accepted as many on one fact."""
+    r = mem(db_path, "retain", "--tag", "t1", "A tagged note about the garden.")
+    assert r.exit_code == 0, r.stderr
+    many = [arg for i in range(40_000) for arg in ("--tag", f"t{i}")]
+    listed = mem(db_path, "list", "--format", "jsonl", *many)
+    assert listed.exit_code == 0, listed.stderr
+    assert [json.loads(line)["text"] for line in listed.stdout.splitlines()] == [
+        "A tagged note about the garden."
+    ]
+    recalled = mem(db_path, "recall", "garden", "--format", "json", *many)
+    assert recalled.exit_code == 0, recalled.stderr
+    assert len(json.loads(recalled.stdout)["results"]) == 1

@@ -39,11 +39,12 @@ def filter_sql(flt: Any, alias: str = "f") -> tuple[str, list]:
         params.extend([iso(as_of), iso(as_of)])
     if flt.tags:
         tags = sorted(set(flt.tags))
-        m = marks(len(tags))
         untagged = f"NOT EXISTS (SELECT 1 FROM fact_tags t WHERE t.fact_id = {alias}.id)"
+        # The tags as one JSON parameter: a list of them as many (?) passed SQLite's limit
+        # of variables ("too many SQL variables" for an agent's 40,000 tags).
         matched = (
             f"(SELECT count(DISTINCT t.tag) FROM fact_tags t "
-            f"WHERE t.fact_id = {alias}.id AND t.tag IN ({m}))"
+            f"WHERE t.fact_id = {alias}.id AND t.tag IN (SELECT value FROM json_each(?)))"
         )
         total = f"(SELECT count(*) FROM fact_tags t WHERE t.fact_id = {alias}.id)"
         mode = flt.tags_match
@@ -59,7 +60,7 @@ def filter_sql(flt: Any, alias: str = "f") -> tuple[str, list]:
             parts.append(f"({matched} = {len(tags)} AND {total} = {len(tags)})")
         else:
             raise ValueError(f"unknown tags match mode {mode!r}")
-        params.extend(tags)
+        params.append(json.dumps(tags))
     if not parts:
         return "", []
     return " AND " + " AND ".join(parts), params
