@@ -3,7 +3,8 @@
 The file, one JSON object a line, in this order:
   {"kind": "header", "format": "mem-export", "format_version": 1, "schema": 3,
    "bank": {name, created_at, embedder, embedder_fingerprint},
-   "vectors": {"dim", "encoding"} or null, "ids": {table: [min, max]}, "counts": {...}}
+   "vectors": {"dim", "encoding"} or null, "ids": {table: [min, max]},
+   "fact_id_high": the highest fact id ever given (absent before), "counts": {...}}
   {"kind": "document", ...}*  {"kind": "chunk", ...}*  {"kind": "entity", ...}*
   {"kind": "fact", ...}*      {"kind": "link", ...}*
   {"kind": "end", "counts": {...}}
@@ -85,6 +86,9 @@ def export_lines(
             "bank": store.bank_row(bank_id),
             "vectors": {"dim": dim, "encoding": VECTOR_ENCODING} if dim else None,
             "ids": store.bank_id_ranges(bank_id),
+            # The highest fact id the store ever gave: an import keeps its new store from
+            # giving a forgotten fact's id to another memory.
+            "fact_id_high": store.max_id("facts"),
             "counts": counts,
         }
     except BaseException:
@@ -224,6 +228,11 @@ def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
             or not all(isinstance(x, int) and 1 <= x <= INT64_MAX for x in span)
         ):
             raise src.error(f"has a bad id range for {table!r}: {span!r:.40}")
+    high = h.get("fact_id_high")  # absent in the files of older versions
+    if high is not None and (
+        isinstance(high, bool) or not isinstance(high, int) or not 0 <= high <= INT64_MAX
+    ):
+        raise src.error(f"has a bad 'fact_id_high': {high!r:.40}")
     v = h.get("vectors")
     if v is not None and (
         not isinstance(v, dict)
@@ -651,6 +660,10 @@ def _write(
                         link_rows.clear()
                 counts[kind] += 1
             store.import_links(link_rows)
+            if header.get("fact_id_high") is not None:
+                if header["fact_id_high"] + f >= INT64_MAX:
+                    raise OverflowError
+                store.keep_fact_ids_past(header["fact_id_high"] + f)
             made_with = header["bank"].get("embedder")
             if not vectors_ready and isinstance(made_with, str) and made_with:
                 # A bank without facts (all forgotten) keeps the model it was made with: its

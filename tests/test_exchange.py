@@ -151,7 +151,11 @@ def test_import_beside_another_bank_renumbers_consistently(source: Path, tmp_pat
     out = ok(mem(source, "--bank", "copy", "recall", "What is the dog called?", "--limit", "2"))
     assert "Biscuit" in out
     ok(mem(source, "banks", "--delete", "copy", "--yes"))
-    assert ok(mem(source, "export")) == dump
+    # The same bank, but for the ids the copy took: never given again.
+    after = ok(mem(source, "export")).splitlines()
+    header, before = json.loads(after[0]), json.loads(dump.splitlines()[0])
+    assert header.pop("fact_id_high") > before.pop("fact_id_high")
+    assert header == before and after[1:] == dump.splitlines()[1:]
 
 
 def test_export_to_file_and_unknown_bank(source: Path, tmp_path: Path) -> None:
@@ -922,3 +926,28 @@ def test_utf8_lines_name_a_bad_byte_at_its_line_and_column(data: bytes, where: s
 
     with pytest.raises(LifecycleError, match=f"^f {re.escape(where)}; nothing imported$"):
         list(exchange.utf8_lines(io.BytesIO(data), "f"))
+
+
+def test_a_bank_moved_to_another_store_never_gives_its_forgotten_ids_again(tmp_path: Path):
+    """The export did not carry the highest fact id ever given: imported into a new store,
+    the forgotten fact 3's id went to the next memory retained there, and an agent that
+    kept id 3 would show or forget that one."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    for text in ("Apples are red.", "Pears are green.", "Plums are purple."):
+        ok(mem(a, "retain", text))
+    ok(mem(a, "forget", "3", "--yes"))
+    dump = tmp_path / "a.jsonl"
+    ok(mem(a, "export", "-o", str(dump)))
+    ok(mem(b, "import", str(dump)))
+    stored = json.loads(ok(mem(b, "retain", "--json", "My PIN is 4321.")))["stored"]
+    assert stored[0]["id"] == 4
+    # The round trip still gives the same bytes, and a file without the mark still imports.
+    again = tmp_path / "again.db"
+    ok(mem(again, "import", str(dump)))
+    assert ok(mem(again, "export")) == dump.read_text()
+    header = json.loads(dump.read_text().splitlines()[0])
+    assert header["fact_id_high"] == 3
+    old = dict(header)
+    del old["fact_id_high"]
+    lines = dump.read_text().splitlines()
+    ok(mem(tmp_path / "c.db", "import", "-", input="\n".join([json.dumps(old), *lines[1:]])))

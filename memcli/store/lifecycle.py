@@ -526,6 +526,15 @@ class LifecycleMixin:
         used = self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]
         return max(used, self._forgotten_fact_high()) if table == "facts" else used
 
+    def keep_fact_ids_past(self, high: int) -> None:
+        """Never give a fact id up to `high` again (an imported bank's forgotten ids)."""
+        if high > self._forgotten_fact_high():
+            self.conn.execute(
+                "INSERT INTO meta(key, value) VALUES('fact_id_high', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (str(high),),
+            )
+
     def _forgotten_fact_high(self) -> int:
         value = self.get_meta("fact_id_high")  # type: ignore[attr-defined]
         return int(value) if value and value.isdigit() else 0
