@@ -112,6 +112,16 @@ class _PendingFact:
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|we|we're|our|us)\b", re.I)
 
 
+def _undated_with_id(item: RetainItem) -> bool:
+    """An item dated by the call that retains it, which the caller named with an id."""
+    return item.timestamp is None and bool(item.source_id)
+
+
+def _timeless(text: str, context: str | None, fact_type: str) -> str:
+    """A fact's identity without its times (for an undated item run again)."""
+    return content_hash(text, context, fact_type, None)
+
+
 def guess_fact_type(text: str) -> str:
     """'experience' for first-person text (what the speaker did or felt), else 'world'."""
     return "experience" if _FIRST_PERSON.search(text) else "world"
@@ -508,10 +518,18 @@ class Retainer:
         for p in pending:
             t = targets[id(p.item)]
             by_target.setdefault((t.bank_id, t.document_row), []).append(p)
+        # Undated items with an id, stored before (the batches an interrupted run kept): the
+        # same id with the same words is the same memory, whatever time this run dates it.
+        rerun: set[tuple[int, int | None, str, str]] = set()
         for (target_bank, doc_row), group in by_target.items():
             seen[(target_bank, doc_row)] = store.existing_hashes(
                 target_bank, doc_row, [p.content_hash for p in group]
             )
+            undated = {p.item.source_id for p in group if _undated_with_id(p.item)}
+            for source_id, text, context, fact_type in store.facts_of_sources(
+                target_bank, doc_row, sorted(undated)
+            ):
+                rerun.add((target_bank, doc_row, source_id, _timeless(text, context, fact_type)))
         chunk_rows: dict[tuple[int, int], int] = {}
         ids_by_item_fact: dict[tuple[int, int], int] = {}
         link_rows: list[tuple[int, int, str, float]] = []
@@ -520,7 +538,16 @@ class Retainer:
             key = id(p.item)
             target = targets[key]
             hashes = seen[(target.bank_id, target.document_row)]
-            if p.content_hash in hashes:
+            if p.content_hash in hashes or (
+                _undated_with_id(p.item)
+                and (
+                    target.bank_id,
+                    target.document_row,
+                    p.item.source_id,
+                    _timeless(p.text, p.item.context, p.fact_type),
+                )
+                in rerun
+            ):
                 counts["duplicates"] += 1
                 continue
             hashes.add(p.content_hash)

@@ -1578,3 +1578,24 @@ def test_more_tags_than_sqlite_has_variables_filter_as_a_few_do(db_path):
     recalled = mem(db_path, "recall", "garden", "--format", "json", *many)
     assert recalled.exit_code == 0, recalled.stderr
     assert len(json.loads(recalled.stdout)["results"]) == 1
+
+
+def test_running_an_interrupted_undated_import_again_adds_only_what_was_missing(db_path, tmp_path):
+    """Ctrl-C keeps the batches committed; running the same command again stored those
+    items twice when they had ids but no timestamps: each run dated them by its own now, and
+    dedupe (the same words said at the same time) never matched. An item's id with the same
+    words is the same memory; undated items without ids cannot be told apart from new ones."""
+    rows = [{"id": f"n{i}", "text": f"Undated note {i}: yesterday the crew fixed pump {i}."}
+            for i in range(100)]  # fmt: skip
+    path = write_jsonl(tmp_path / "undated.jsonl", rows)
+    first = write_jsonl(tmp_path / "first.jsonl", rows[:64])  # what a Ctrl-C kept
+    assert mem(db_path, "retain", "--jsonl", str(first)).exit_code == 0
+    r = mem(db_path, "retain", "--jsonl", str(path))
+    assert r.exit_code == 0, r.stderr
+    assert "64 duplicates skipped" in r.stderr, r.stderr
+    listed = mem(db_path, "list", "--format", "jsonl", "--limit", "1000").stdout.splitlines()
+    assert sorted(json.loads(line)["source_id"] for line in listed) == sorted(r["id"] for r in rows)
+    # Dated items keep the rule: the same words with another timestamp are a new memory.
+    dated = [{"id": "n0", "text": rows[0]["text"], "timestamp": "2024-01-01T00:00:00"}]
+    r = mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "d.jsonl", dated)))
+    assert "1 facts stored" in r.stderr, r.stderr

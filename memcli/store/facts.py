@@ -161,6 +161,20 @@ class FactsMixin:
             )
         return found
 
+    def facts_of_sources(
+        self, bank_id: int, document_row: int | None, source_ids: Sequence[str]
+    ) -> list[tuple[str, str, str | None, str]]:
+        """(source id, text, context, fact type) of the facts the document (or, for None,
+        the bank's facts of no document) holds from these input ids."""
+        if not source_ids:
+            return []
+        return self.conn.execute(
+            "SELECT source_id, text, context, fact_type FROM facts WHERE bank_id = ? "
+            "AND coalesce(document_id, 0) = ? "
+            "AND source_id IN (SELECT value FROM json_each(?))",
+            (bank_id, document_row or 0, json.dumps(list(source_ids))),
+        ).fetchall()
+
     def delete_facts(self, fact_ids: Sequence[int]) -> dict[str, int]:
         """Remove facts from every table; entities left with no fact and chunks no fact uses
         go too. Returns counts of what was removed. Call inside atomic()."""
