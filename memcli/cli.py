@@ -265,6 +265,13 @@ def retain(
             f"nothing to retain{skipped}: give text, '-' for stdin, --file or --jsonl",
             1 if given else 2,
         )
+    if supersedes is not None and len(items) > 1:
+        # One correction is one item: the second of two was stored as a plain new fact.
+        fail(
+            f"--supersedes corrects a fact with one item, not {len(items)}: give one text "
+            "(or one --jsonl line)",
+            2,
+        )
     if append:
         loose = next((i for i, item in enumerate(items, start=1) if not item.document_id), None)
         if loose is not None:

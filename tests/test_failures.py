@@ -1599,3 +1599,16 @@ def test_running_an_interrupted_undated_import_again_adds_only_what_was_missing(
     dated = [{"id": "n0", "text": rows[0]["text"], "timestamp": "2024-01-01T00:00:00"}]
     r = mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "d.jsonl", dated)))
     assert "1 facts stored" in r.stderr, r.stderr
+
+
+def test_supersedes_with_several_items_is_a_usage_error(db_path, tmp_path):
+    """--supersedes corrects one fact with one item; with two --jsonl lines the second was
+    stored as a plain new fact, silently."""
+    seeded(db_path)
+    two = write_jsonl(tmp_path / "two.jsonl", [{"text": "The key is in the drawer."},
+                                               {"text": "The spare is at Ana's."}])  # fmt: skip
+    before = mem(db_path, "list", "--format", "jsonl", "--include-invalid").stdout
+    r = mem(db_path, "retain", "--supersedes", "1", "--jsonl", str(two))
+    assert r.exit_code == 2, r.stderr
+    one_error_line(r.stderr, "--supersedes", "one item")
+    assert mem(db_path, "list", "--format", "jsonl", "--include-invalid").stdout == before
