@@ -839,3 +839,33 @@ def test_forget_between_two_months_named_takes_that_month(tmp_path: Path) -> Non
             "--format", "json")  # fmt: skip
     plan = json.loads(ok(r))
     assert [f["text"] for f in plan["facts"]] == ["Paid the May rent."], plan
+
+
+def test_a_correction_inside_a_document_holds_when_the_document_is_retained_again(
+    tmp_path: Path,
+) -> None:
+    """A document holds a fact and, appended with --supersedes, its correction. Retained
+    again saying both, it left both valid: only corrections from outside the old version
+    were carried to the new one."""
+    db = tmp_path / "doc.db"
+    lines = [
+        {"text": "Ann lives in Rome.", "timestamp": "2026-01-01T10:00:00", "context": "Ann",
+         "document_id": "log"},
+        {"text": "Ann has two cats.", "timestamp": "2026-01-01T10:01:00", "context": "Ann",
+         "document_id": "log"},
+    ]  # fmt: skip
+    ok(mem(db, "retain", "--jsonl", str(write_jsonl(tmp_path / "a.jsonl", lines))))
+    ok(mem(db, "retain", "--append", "--document", "log", "--supersedes", "1", "--context", "Ann",
+           "--at", "2026-02-01T10:00:00", "Ann lives in Paris."))  # fmt: skip
+    lines.append({"text": "Ann lives in Paris.", "timestamp": "2026-02-01T10:00:00",
+                  "context": "Ann", "document_id": "log"})  # fmt: skip
+    ok(mem(db, "retain", "--jsonl", str(write_jsonl(tmp_path / "b.jsonl", lines))))
+    current = [json.loads(x)["text"] for x in ok(mem(db, "list", "--format", "jsonl")).splitlines()]
+    assert "Ann lives in Rome." not in current and "Ann lives in Paris." in current, current
+    everything = [
+        json.loads(x)
+        for x in ok(mem(db, "list", "--format", "jsonl", "--include-invalid")).splitlines()
+    ]
+    rome = next(f for f in everything if f["text"] == "Ann lives in Rome.")
+    paris = next(f for f in everything if f["text"] == "Ann lives in Paris.")
+    assert rome["superseded_by"] == paris["id"], rome

@@ -86,8 +86,9 @@ class DocumentsMixin:
                 # A correction the old version held goes with it, as a forget of it would:
                 # what it closed is valid again, unless the new version says the same.
                 old_ids = self.document_fact_ids(live)
-                self.reopen_superseded(old_ids, self._same_content(old_ids, row))  # type: ignore[attr-defined]
-                self._carry_closed_state(old_ids, row)
+                same = self._same_content(old_ids, row)
+                self.reopen_superseded(old_ids, same)  # type: ignore[attr-defined]
+                self._carry_closed_state(old_ids, row, same)
                 self.delete_document(live)
                 replaced.append(external_id)
             self.conn.execute("UPDATE documents SET bank_id = ? WHERE id = ?", (bank_id, row))
@@ -120,10 +121,16 @@ class DocumentsMixin:
             ).fetchall()
         )
 
-    def _carry_closed_state(self, fact_ids: Sequence[int], document_row: int) -> None:
-        """A fact of the old version that a later fact (outside it) had corrected: the new
-        version's facts that say the same (_SAME_SAYING) are closed as it was, so the
-        correction still holds. Inside atomic()."""
+    def _carry_closed_state(
+        self, fact_ids: Sequence[int], document_row: int, same: dict[int, int]
+    ) -> None:
+        """A fact of the old version that a later fact had corrected: the new version's
+        facts that say the same (_SAME_SAYING) are closed as it was, so the correction still
+        holds. A correction from outside the old version stays the corrector; one inside it
+        (appended with --supersedes) holds when the new version says it again (`same`: old
+        fact id -> the new fact saying it), and that new fact becomes the corrector. Inside
+        atomic()."""
+        old = json.dumps(list(fact_ids))
         self.conn.execute(
             "UPDATE facts AS n SET invalid_at = o.invalid_at, superseded_by = o.superseded_by "
             "FROM json_each(?) AS j JOIN facts o ON o.id = j.value "
@@ -131,7 +138,15 @@ class DocumentsMixin:
             "AND o.invalid_at IS NOT NULL AND n.invalid_at IS NULL "
             "AND (o.superseded_by IS NULL OR o.superseded_by NOT IN "
             "(SELECT value FROM json_each(?)))",
-            (json.dumps(list(fact_ids)), document_row, json.dumps(list(fact_ids))),
+            (old, document_row, old),
+        )
+        self.conn.execute(
+            "UPDATE facts AS n SET invalid_at = o.invalid_at, superseded_by = m.value "
+            "FROM json_each(?) AS j JOIN facts o ON o.id = j.value "
+            "JOIN json_each(?) AS m ON CAST(m.key AS INTEGER) = o.superseded_by "
+            f"WHERE n.document_id = ? AND {self._SAME_SAYING} "
+            "AND o.invalid_at IS NOT NULL AND n.invalid_at IS NULL AND n.id != m.value",
+            (old, json.dumps({str(k): v for k, v in same.items()}), document_row),
         )
 
     def discard_staging(self, staging_bank: int) -> dict[str, int]:
