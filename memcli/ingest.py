@@ -105,6 +105,7 @@ def item_from_json(obj: Any, defaults: dict[str, Any]) -> RetainItem:
         fact_type=fact_type,
         document_id=document_id,
         metadata=metadata,
+        id_given=source_id is not None,
     )
     try:
         return check_item(item)

@@ -60,6 +60,9 @@ class RetainItem:
     # What relative dates in the text ("next Friday") are read from, when not the time it
     # was said: a correction restates an earlier statement, so it keeps that one's.
     dates_from: datetime | None = None
+    # source_id is the caller's own id for this item (a JSONL "id"), not a file's name: the
+    # same id with the same words is the same item, however it is dated.
+    id_given: bool = False
 
 
 @dataclass
@@ -113,8 +116,9 @@ _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|we|we're|our|us)\
 
 
 def _undated_with_id(item: RetainItem) -> bool:
-    """An item dated by the call that retains it, which the caller named with an id."""
-    return item.timestamp is None and bool(item.source_id)
+    """An item dated by the call that retains it, which the caller named with an id (a
+    file's name is no such id: a journal file retained again on another day is news)."""
+    return item.timestamp is None and item.id_given and bool(item.source_id)
 
 
 def _timeless(text: str, context: str | None, fact_type: str) -> str:

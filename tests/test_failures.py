@@ -1612,3 +1612,15 @@ def test_supersedes_with_several_items_is_a_usage_error(db_path, tmp_path):
     assert r.exit_code == 2, r.stderr
     one_error_line(r.stderr, "--supersedes", "one item")
     assert mem(db_path, "list", "--format", "jsonl", "--include-invalid").stdout == before
+
+
+def test_a_file_retained_again_on_another_day_is_a_new_memory(db_path, tmp_path):
+    """A file's name is its items' source id, but not an id the caller gave: the rule for
+    undated items with ids (an interrupted import run again) dropped a journal file's same
+    sentence retained again later as a duplicate (review)."""
+    day = tmp_path / "day.txt"
+    day.write_text("I went for a run in the park.")
+    for _ in range(2):
+        r = mem(db_path, "retain", "--file", str(day))
+        assert r.exit_code == 0 and "1 facts stored" in r.stderr, r.stderr
+        time.sleep(1.1)  # the next second: another time said
