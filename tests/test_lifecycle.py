@@ -869,3 +869,24 @@ def test_a_correction_inside_a_document_holds_when_the_document_is_retained_agai
     rome = next(f for f in everything if f["text"] == "Ann lives in Rome.")
     paris = next(f for f in everything if f["text"] == "Ann lives in Paris.")
     assert rome["superseded_by"] == paris["id"], rome
+
+
+def test_a_carried_correction_closes_only_the_fact_it_corrected(tmp_path: Path) -> None:
+    """The same words said on two dates in a document, one of them corrected inside it:
+    retained again, the correction closed both (review)."""
+    db = tmp_path / "two.db"
+    v1 = [
+        {"text": "Alice lives in Paris.", "timestamp": "2020-01-01T00:00:00", "document_id": "d"},
+        {"text": "Alice lives in Paris.", "timestamp": "2024-01-01T00:00:00", "document_id": "d"},
+    ]
+    ok(mem(db, "retain", "--jsonl", str(write_jsonl(tmp_path / "v1.jsonl", v1))))
+    ok(mem(db, "retain", "--append", "--document", "d", "--at", "2020-06-01T00:00:00",
+           "--supersedes", "1", "Alice lives in Berlin."))  # fmt: skip
+    v2 = [*v1, {"text": "Alice lives in Berlin.", "timestamp": "2020-06-01T00:00:00",
+                "document_id": "d"}]  # fmt: skip
+    ok(mem(db, "retain", "--jsonl", str(write_jsonl(tmp_path / "v2.jsonl", v2))))
+    current = sorted(
+        (f["mentioned_at"][:4], f["text"])
+        for f in map(json.loads, ok(mem(db, "list", "--format", "jsonl")).splitlines())
+    )
+    assert current == [("2020", "Alice lives in Berlin."), ("2024", "Alice lives in Paris.")]

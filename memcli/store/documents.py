@@ -128,8 +128,9 @@ class DocumentsMixin:
         facts that say the same (_SAME_SAYING) are closed as it was, so the correction still
         holds. A correction from outside the old version stays the corrector; one inside it
         (appended with --supersedes) holds when the new version says it again (`same`: old
-        fact id -> the new fact saying it), and that new fact becomes the corrector. Inside
-        atomic()."""
+        fact id -> the new fact saying it), and that new fact becomes the corrector; it closes
+        the new fact said at the corrected one's time (an undated document, dated anew, keeps
+        it open). Inside atomic()."""
         old = json.dumps(list(fact_ids))
         self.conn.execute(
             "UPDATE facts AS n SET invalid_at = o.invalid_at, superseded_by = o.superseded_by "
@@ -140,11 +141,14 @@ class DocumentsMixin:
             "(SELECT value FROM json_each(?)))",
             (old, document_row, old),
         )
+        # Said at the same time too: the same words said on another date in the document
+        # are another memory, which the correction did not close.
         self.conn.execute(
             "UPDATE facts AS n SET invalid_at = o.invalid_at, superseded_by = m.value "
             "FROM json_each(?) AS j JOIN facts o ON o.id = j.value "
             "JOIN json_each(?) AS m ON CAST(m.key AS INTEGER) = o.superseded_by "
             f"WHERE n.document_id = ? AND {self._SAME_SAYING} "
+            "AND n.mentioned_at = o.mentioned_at "
             "AND o.invalid_at IS NOT NULL AND n.invalid_at IS NULL AND n.id != m.value",
             (old, json.dumps({str(k): v for k, v in same.items()}), document_row),
         )
