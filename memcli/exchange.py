@@ -660,10 +660,13 @@ def _write(
                         link_rows.clear()
                 counts[kind] += 1
             store.import_links(link_rows)
-            if header.get("fact_id_high") is not None:
-                if header["fact_id_high"] + f >= INT64_MAX:
+            if header.get("fact_id_high") is not None and f == 0:
+                # The file's ids kept as they were: those it gave and forgot stay given. (A
+                # bank renumbered past the store's ids has new ids; its mark adds nothing,
+                # and shifted it doubled the store's ids on every import.)
+                if header["fact_id_high"] >= INT64_MAX:
                     raise OverflowError
-                store.keep_fact_ids_past(header["fact_id_high"] + f)
+                store.keep_fact_ids_past(header["fact_id_high"])
             made_with = header["bank"].get("embedder")
             if not vectors_ready and isinstance(made_with, str) and made_with:
                 # A bank without facts (all forgotten) keeps the model it was made with: its

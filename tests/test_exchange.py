@@ -951,3 +951,19 @@ def test_a_bank_moved_to_another_store_never_gives_its_forgotten_ids_again(tmp_p
     del old["fact_id_high"]
     lines = dump.read_text().splitlines()
     ok(mem(tmp_path / "c.db", "import", "-", input="\n".join([json.dumps(old), *lines[1:]])))
+
+
+def test_imports_into_the_same_store_do_not_inflate_its_ids(tmp_path: Path) -> None:
+    """fact_id_high was kept past with the shift added: each export/import round into the
+    same store doubled the next fact id (review). A renumbered bank's ids are new ones, so
+    only an import that keeps the file's ids keeps its high mark."""
+    db = tmp_path / "x.db"
+    ok(mem(db, "--bank", "a", "retain", "Alice likes tea."))
+    rows = [{"text": f"fact {i} number"} for i in range(30)]
+    ok(mem(db, "--bank", "b", "retain", "--jsonl", str(write_jsonl(tmp_path / "m.jsonl", rows))))
+    for i in range(3):
+        dump = tmp_path / f"a{i}.jsonl"
+        ok(mem(db, "export", "--bank", "a", "-o", str(dump)))
+        ok(mem(db, "import", str(dump), "--into", f"a{i}"))
+    stored = json.loads(ok(mem(db, "--bank", "a", "retain", "--json", "Bob likes coffee.")))
+    assert stored["stored"][0]["id"] == 35, stored  # 31 + the three copies' one fact each
