@@ -77,13 +77,14 @@ class MemoryService:
 
     # -- what the tools share -------------------------------------------------------------
 
-    def store(self, create: bool = False) -> Any:
+    def store(self, create: bool = False, *, recheck: bool = True) -> Any:
         """The store, opened once, and again when the file at the path is no longer the one
         opened (a backup restored over it, the store deleted): the old connection answered
         from the deleted file and wrote into it, or into the new file's WAL. Only retain
         creates it: a read through a mistyped --db must answer "no mem store", not leave an
-        empty store behind (as the CLI's recall)."""
-        if self._store is not None and _file_identity(self.db) != self._identity:
+        empty store behind (as the CLI's recall). recheck=False: a call already holding
+        the store (retain's embedder lookup) keeps it, not a connection abandoned under it."""
+        if recheck and self._store is not None and _file_identity(self.db) != self._identity:
             self._store.abandon()
             self._store = None
         if self._store is None:
@@ -111,7 +112,7 @@ class MemoryService:
         from memcli.models import choice
         from memcli.models.embedder import load_embedder
 
-        store = self.store()
+        store = self.store(recheck=False)  # the call's store, checked when it began
         bank_id = store.bank_id(bank)
         recorded = store.bank_embedder(bank_id)[0] if bank_id is not None else None
         spec = choice.for_bank(recorded, self.embedder_name, texts, bank=bank).spec
