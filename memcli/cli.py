@@ -34,6 +34,7 @@ from memcli.cliutil import (
 )
 from memcli.commands import register_commands
 from memcli.helpstyle import add_examples, plain_value_names
+from memcli.paths import file_identity
 
 app = typer.Typer(
     name="mem",
@@ -774,8 +775,8 @@ def _stdout_reader_gone() -> bool:
         from click.utils import PacifyFlushWrapper
     if isinstance(sys.stdout, PacifyFlushWrapper):
         return True
-    now = _file_identity(1)
-    return now is not None and now != _stdout_at_start and now == _file_identity(os.devnull)
+    now = file_identity(1)
+    return now is not None and now != _stdout_at_start and now == file_identity(os.devnull)
 
 
 _stdout_was_closed = False
@@ -801,14 +802,6 @@ def _writable(fd: int) -> bool:
         return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
     except OSError:
         return True
-
-
-def _file_identity(fd_or_path: int | str) -> tuple[int, int, int] | None:
-    try:
-        st = os.fstat(fd_or_path) if isinstance(fd_or_path, int) else os.stat(fd_or_path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino, st.st_rdev
 
 
 _stdout_at_start: tuple[int, int, int] | None = None
@@ -853,7 +846,7 @@ def main() -> None:
     import signal
 
     global _stdout_at_start
-    _stdout_at_start = _file_identity(1)
+    _stdout_at_start = file_identity(1)
     columns = os.environ.get("COLUMNS", "")
     if columns and not (columns.isdigit() and int(columns) > 0):
         # COLUMNS=0 made --help print nothing (rich laid it out in no width): the terminal's

@@ -26,6 +26,7 @@ from pydantic import Field
 
 from memcli import __version__
 from memcli.cliparams import INT64_MAX
+from memcli.paths import file_identity
 
 INSTRUCTIONS = (
     "mem is a long-term memory. Call `recall` with a question before answering anything that "
@@ -34,15 +35,6 @@ INSTRUCTIONS = (
     "`mentioned_at` (when it was said) and `occurred_start`/`occurred_end` (the time it talks "
     "about): a plan said in February about November is not something that already happened."
 )
-
-
-def _file_identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the file at path, None when there is none."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 class MemoryService:
@@ -70,7 +62,7 @@ class MemoryService:
         self.reranker_path = reranker_path
         self._lock = threading.Lock()
         self._store: Any = None
-        self._identity: tuple[int, int] | None = None  # (device, inode) of the file opened
+        self._identity: tuple[int, int, int] | None = None  # of the file opened (paths.py)
         self._embedders: dict[str, Any] = {}
         self._reranker: Any = None
         self._reranker_loaded = False
@@ -84,14 +76,14 @@ class MemoryService:
         creates it: a read through a mistyped --db must answer "no mem store", not leave an
         empty store behind (as the CLI's recall). recheck=False: a call already holding
         the store (retain's embedder lookup) keeps it, not a connection abandoned under it."""
-        if recheck and self._store is not None and _file_identity(self.db) != self._identity:
+        if recheck and self._store is not None and file_identity(self.db) != self._identity:
             self._store.abandon()
             self._store = None
         if self._store is None:
             from memcli.store import Store
 
             self._store = Store(self.db, create=create)
-            self._identity = _file_identity(self.db)
+            self._identity = file_identity(self.db)
         return self._store
 
     def _bank(self, bank: str | None) -> str:
@@ -678,7 +670,6 @@ def _claimed_stdin() -> Iterator[Any]:
     tool's code or a child process then reads end-of-file, never a client's message. The
     copy is not closed: a worker thread may still be blocked reading it at exit."""
     import io
-    import os
 
     import anyio
 

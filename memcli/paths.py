@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable
 from pathlib import Path
-
-import platformdirs
 
 APP_NAME = "mem"
 
 
 def data_dir() -> Path:
+    import platformdirs  # here, not at import: the CLI's start-up needs only file_identity
+
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
@@ -21,7 +20,19 @@ def cache_dir() -> Path:
     override = os.environ.get("MEM_CACHE_DIR")
     if override:
         return Path(override)
+    import platformdirs
+
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def file_identity(fd_or_path: int | str | os.PathLike) -> tuple[int, int, int] | None:
+    """(device, inode, rdev) of an open file descriptor or of the file at a path; None when
+    there is none. Tells whether a path still names the file it named before."""
+    try:
+        st = os.fstat(fd_or_path) if isinstance(fd_or_path, int) else os.stat(fd_or_path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_rdev
 
 
 def resolve_db_path(cli_value: str | os.PathLike | None) -> Path:
@@ -36,6 +47,8 @@ def resolve_db_path(cli_value: str | os.PathLike | None) -> Path:
 
 def temp_path_beside(dest: Path) -> Path:
     """A fresh hidden name in dest's folder (same file system, so a rename is atomic)."""
+    import uuid
+
     return dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
