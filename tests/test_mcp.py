@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,14 @@ def server_params(db: Path, *extra: str, **env_vars: str) -> StdioServerParamete
     env.update(env_vars)
     return StdioServerParameters(
         command=command, args=[*prefix, "--db", str(db), *extra, "mcp"], env=env
+    )
+
+
+def server_process(db: Path, **popen: Any) -> subprocess.Popen:
+    """The server as a plain process (the tests that speak the wire protocol themselves)."""
+    params = server_params(db)
+    return subprocess.Popen(
+        [params.command, *params.args], env={**os.environ, **(params.env or {})}, **popen
     )
 
 
@@ -244,17 +253,14 @@ def test_protocol_errors_on_the_wire_and_the_server_keeps_serving(db_path):
     """Raw JSON-RPC, as a client in another language would speak it: malformed requests get
     JSON-RPC errors, and the same server answers the next request."""
     import select
-    import subprocess
     import time
 
-    params = server_params(db_path)
-    proc = subprocess.Popen(
-        [params.command, *params.args],
+    proc = server_process(
+        db_path,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, **(params.env or {})},
     )
 
     def send(obj: Any) -> None:
@@ -352,17 +358,13 @@ def test_tool_errors_name_the_tools_arguments_not_cli_flags(db_path):
 def _raw_session(db_path: Path, lines: list[bytes]) -> tuple[list[dict], int]:
     """Write these lines (after initialize) to a server, close its stdin, and read every
     reply until it exits: (replies, exit code)."""
-    import subprocess
 
-    params = server_params(db_path)
     head = [json.dumps(RAW_INITIALIZE).encode(), json.dumps(RAW_INITIALIZED).encode()]
-    done = subprocess.run(
-        [params.command, *params.args],
-        input=b"\n".join([*head, *lines]) + b"\n",
-        capture_output=True,
-        env={**os.environ, **(params.env or {})},
-        timeout=240,
-    )
+    with server_process(
+        db_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        out, _ = proc.communicate(b"\n".join([*head, *lines]) + b"\n", timeout=240)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out)
     replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     return replies, done.returncode
 
@@ -464,16 +466,10 @@ def test_an_empty_bank_or_time_is_an_error_not_the_default(db_path):
 def test_a_client_gone_mid_call_ends_the_server_quietly(db_path):
     """A client that closed both pipes while a call ran: the server, answering the call at
     end of input, died of the closed stdout (unexpected ExceptionGroup, exit 1)."""
-    import subprocess
     import time
 
-    params = server_params(db_path)
-    proc = subprocess.Popen(
-        [params.command, *params.args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **(params.env or {})},
+    proc = server_process(
+        db_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     text = " ".join(f"gamma{i}" for i in range(3000))
     call = {
