@@ -34,7 +34,7 @@ from memcli.cliutil import (
 )
 from memcli.commands import register_commands
 from memcli.helpstyle import add_examples, plain_value_names
-from memcli.paths import file_identity
+from memcli.paths import file_identity, is_store_file
 
 app = typer.Typer(
     name="mem",
@@ -122,6 +122,8 @@ def _read_bytes(path: Path) -> tuple[bytes, str]:
         if stdin_closed():
             fail(STDIN_CLOSED, 2)
         return sys.stdin.buffer.read(), "stdin"
+    if is_store_file(path, state.db):
+        fail(f"{path} is the store itself (or its log), not input to read")
     try:
         return path.read_bytes(), str(path)
     except OSError as exc:

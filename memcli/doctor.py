@@ -133,6 +133,7 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
         if damaged
         else Check("fact fields", OK, "every fact's tags and metadata read")
     )
+    out.append(id_check(store.highest_ids()))
     abandoned = store.abandoned_staging_banks()
     out.append(
         Check(
@@ -145,6 +146,36 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
         else Check("interrupted imports", OK, "no staging banks left behind")
     )
     return out
+
+
+# Fewer ids left than this for new rows fails the check: no use of mem comes near it, but an
+# older mem imported files whose ids ended at SQLite's largest integer, and then every
+# retain failed ("datatype mismatch").
+IDS_LEFT_MIN = 2**32
+
+
+def id_check(highest: dict[str, int]) -> Check:
+    """Room for new ids: SQLite's integers end at 2^63 - 1, and JSON readers hold ids
+    exactly only up to 2^53 - 1 (what an import may carry, store.ID_LIMIT)."""
+    from memcli.store import ID_LIMIT, INT64_MAX
+
+    table, high = max(highest.items(), key=lambda kv: kv[1])
+    left = INT64_MAX - high
+    if left < IDS_LEFT_MIN:
+        return Check(
+            "ids",
+            FAIL,
+            f"{table} ids reach {high}: only {left} ids left for new rows (an older mem's "
+            "import set them); retain new memories into another store",
+        )
+    if high > ID_LIMIT:
+        return Check(
+            "ids",
+            WARN,
+            f"{table} ids reach {high}, past {ID_LIMIT}: JSON readers (JavaScript) round "
+            f"them; {left} ids are left",
+        )
+    return Check("ids", OK, f"highest id {high} ({table}); {left} left")
 
 
 def embedder_checks(store: Any, override: str | None) -> list[Check]:

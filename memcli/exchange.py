@@ -38,6 +38,7 @@ from memcli.lifecycle import LifecycleError, embedding_text
 from memcli.retain import RetainError, check_json_value
 from memcli.store import (
     FACT_TYPES,
+    ID_LIMIT,
     INT64_MAX,
     LINK_KINDS,
     SCHEMA_VERSION,
@@ -219,20 +220,25 @@ def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
     for key, count in h["counts"].items():
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise src.error(f"has a bad count for {key!r}: {count!r:.40} (not a whole number)")
+        if count > ID_LIMIT:
+            raise src.error(f"has a count for {key!r} too large for a store: {count}")
     for table, span in h["ids"].items():
         if table not in _TABLE_OF.values():
             raise src.error(f"header: unknown table {table!r}")
         if span is not None and (
             not isinstance(span, list)
             or len(span) != 2
-            or not all(isinstance(x, int) and 1 <= x <= INT64_MAX for x in span)
+            or not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x for x in span)
+            or span[0] > span[1]
         ):
             raise src.error(f"has a bad id range for {table!r}: {span!r:.40}")
+        if span is not None and span[1] > ID_LIMIT:
+            raise src.error(f"has ids too large for a store in {table!r} (past {ID_LIMIT})")
     high = h.get("fact_id_high")  # absent in the files of older versions
-    if high is not None and (
-        isinstance(high, bool) or not isinstance(high, int) or not 0 <= high <= INT64_MAX
-    ):
+    if high is not None and (isinstance(high, bool) or not isinstance(high, int) or high < 0):
         raise src.error(f"has a bad 'fact_id_high': {high!r:.40}")
+    if high is not None and high > ID_LIMIT:
+        raise src.error(f"has a 'fact_id_high' too large for a store (past {ID_LIMIT})")
     v = h.get("vectors")
     if v is not None and (
         not isinstance(v, dict)
@@ -606,6 +612,11 @@ def _write(
             if store.ids_taken(table, span[0], span[1]):
                 shift[table] = store.max_id(table) - span[0] + 1
                 renumbered.append(table)
+                if span[1] + shift[table] > ID_LIMIT:
+                    raise src.error(
+                        f"has ids too large for this store once moved past its own {table} "
+                        f"ids (past {ID_LIMIT}); nothing imported"
+                    )
             else:
                 shift[table] = 0
         d, c, e, f = (shift.get(t, 0) for t in ("documents", "chunks", "entities", "facts"))
@@ -664,8 +675,6 @@ def _write(
                 # The file's ids kept as they were: those it gave and forgot stay given. (A
                 # bank renumbered past the store's ids has new ids; its mark adds nothing,
                 # and shifted it doubled the store's ids on every import.)
-                if header["fact_id_high"] >= INT64_MAX:
-                    raise OverflowError
                 store.keep_fact_ids_past(header["fact_id_high"])
             made_with = header["bank"].get("embedder")
             if not vectors_ready and isinstance(made_with, str) and made_with:
@@ -677,11 +686,6 @@ def _write(
                 )
         except apsw.Error as exc:
             raise src.error(f"cannot be stored: {exc}; nothing imported") from None
-        except OverflowError:
-            # The file's ids, moved past the ids the store already uses, pass 2^63 - 1.
-            raise src.error(
-                "has ids too large for this store once moved past its own ids; nothing imported"
-            ) from None
         if end is None:
             raise LifecycleError(
                 f"{src.name} ends at line {src.number} without its end record: a half-written "

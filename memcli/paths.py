@@ -35,6 +35,20 @@ def file_identity(fd_or_path: int | str | os.PathLike) -> tuple[int, int, int] |
     return st.st_dev, st.st_ino, st.st_rdev
 
 
+STORE_SIBLINGS = ("-wal", "-shm", "-journal")  # the files SQLite keeps beside a store
+
+
+def is_store_file(candidate: str | os.PathLike, db: str | os.PathLike) -> bool:
+    """Whether candidate is the store at db or one of SQLite's files beside it, by device
+    and inode (a hard link or another spelling of the path counts). A process that holds a
+    connection must never open and close these outside SQLite: closing any descriptor of a
+    file drops the locks SQLite holds on it (memcli/store/base.py, read_header)."""
+    here = file_identity(candidate)
+    if here is None:
+        return False
+    return any(file_identity(f"{db}{end}") == here for end in ("", *STORE_SIBLINGS))
+
+
 def resolve_db_path(cli_value: str | os.PathLike | None) -> Path:
     """--db PATH, else $MEM_DB, else <user data dir>/mem.db."""
     if cli_value:

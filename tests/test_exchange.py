@@ -967,3 +967,65 @@ def test_imports_into_the_same_store_do_not_inflate_its_ids(tmp_path: Path) -> N
         ok(mem(db, "import", str(dump), "--into", f"a{i}"))
     stored = json.loads(ok(mem(db, "--bank", "a", "retain", "--json", "Bob likes coffee.")))
     assert stored["stored"][0]["id"] == 35, stored  # 31 + the three copies' one fact each
+
+
+def _moved_to(rows: list[dict], top: int) -> list[dict]:
+    """The rows of an export with every fact id moved so that the last one is `top`."""
+    rows = [dict(r) for r in rows if r["kind"] != "link"]
+    rows[0]["counts"]["links"] = rows[-1]["counts"]["links"] = 0
+    lo, hi = rows[0]["ids"]["facts"]
+    by = top - hi
+    for r in rows:
+        if r["kind"] == "fact":
+            r["id"] += by
+            if r["superseded_by"] is not None:
+                r["superseded_by"] += by
+    rows[0]["ids"]["facts"] = [lo + by, top]
+    return rows
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["ids end at the largest integer", "fact_id_high at the largest integer", "high one below"],
+)
+def test_an_import_file_cannot_stop_the_store_taking_new_facts(
+    source: Path, tmp_path: Path, how: str
+) -> None:
+    """Issue 30, finding 2. Before: a file whose fact ids ended at 2^63 - 1 (or whose
+    fact_id_high said so) imported, and every later retain and import into any bank failed
+    with "datatype mismatch"; deleting the bank did not help, and doctor passed. Ids in a
+    file are bounded (2^53 - 1, what JSON readers hold exactly) and refused beyond."""
+    top = 2**63 - 1
+    rows = [json.loads(line) for line in ok(mem(source, "export")).splitlines()]
+    if how == "ids end at the largest integer":
+        rows = _moved_to(rows, top)
+    else:
+        rows[0]["fact_id_high"] = top if how.startswith("fact_id_high") else top - 1
+    db = tmp_path / "fresh.db"
+    ok(mem(db, "--bank", "other", "retain", "Something already stored."))
+    _bad_import(db, "".join(json.dumps(r) + "\n" for r in rows), "too large")
+    ok(mem(db, "retain", "The store still takes new facts."))
+    ok(mem(db, "--bank", "third", "retain", "And in another bank."))
+
+
+def test_ids_up_to_the_bound_import_and_the_store_goes_on(source: Path, tmp_path: Path) -> None:
+    """The largest ids a file may carry import as they are, and new facts follow them."""
+    limit = 2**53 - 1
+    rows = _moved_to([json.loads(line) for line in ok(mem(source, "export")).splitlines()], limit)
+    db = tmp_path / "fresh.db"
+    ok(mem(db, "import", "-", input="".join(json.dumps(r) + "\n" for r in rows)))
+    out = ok(mem(db, "retain", "--json", "A new fact after the imported ones."))
+    assert json.loads(out)["stored"][0]["id"] == limit + 1
+    assert ok(mem(db, "doctor")).count("fail") == 0
+
+
+def test_doctor_finds_a_store_near_the_id_limit(tmp_path: Path) -> None:
+    """A store whose ids were pushed near 2^63 - 1 (by an older mem's import) fails the
+    doctor's id check, naming how many ids are left."""
+    db = tmp_path / "near.db"
+    ok(mem(db, "retain", "A fact."))
+    with Store(db) as s, s.atomic():
+        s.conn.execute("UPDATE meta SET value = ? WHERE key = 'fact_id_high'", (str(2**63 - 10),))
+    result = mem(db, "doctor")
+    assert result.exit_code == 1
+    assert "ids" in result.stdout and "left" in result.stdout, result.stdout

@@ -90,9 +90,13 @@ def _export_target(output_file: Path, store_path: Path) -> Path:
 
     if not output_file.name:  # '' (typer makes it "."), ".", "/": no file to write
         fail(f"-o {str(output_file)!r} is not a file name (give a file, or - for stdout)", 2)
+    from memcli.paths import STORE_SIBLINGS, is_store_file
+
     target = output_file.resolve()
     store = store_path.resolve()
-    if target in {store, *(Path(f"{store}{suffix}") for suffix in ("-wal", "-shm", "-journal"))}:
+    if target in {store, *(Path(f"{store}{end}") for end in STORE_SIBLINGS)} or is_store_file(
+        target, store
+    ):
         fail(f"refusing to export into the store's own file {output_file}")
     if is_sqlite_file(target):
         fail(f"refusing to overwrite {output_file}: it is an SQLite database")
@@ -574,6 +578,10 @@ def import_bank(
         fh = sys.stdin.buffer
         name = "stdin"
     else:
+        from memcli.paths import is_store_file
+
+        if is_store_file(file, state.db):
+            fail(f"{file} is the store itself (or its log), not a `mem export` file")
         try:
             fh = open(file, "rb")
         except OSError as exc:

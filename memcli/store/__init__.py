@@ -36,6 +36,7 @@ from memcli.store.search import SearchMixin
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
     FACT_TYPES,
+    ID_LIMIT,
     INT64_MAX,
     LINK_KINDS,
     Fact,
@@ -136,6 +137,7 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "CONTEXTS_AMONG_SQL",
     "FACT_TYPES",
+    "ID_LIMIT",
     "INT64_MAX",
     "LINK_KINDS",
     "SCHEMA_VERSION",

@@ -59,13 +59,41 @@ def _connect(path: Path, flags: int) -> apsw.Connection:
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 
+def read_header(path: Path, size: int = 100) -> bytes:
+    """The first `size` bytes of the file at path, read through SQLite's own file layer.
+
+    Never with Python's open(): on POSIX, closing any descriptor of a file drops every lock
+    this process holds on it, so a check of the store made while one of its connections is
+    live (a recall's reader, the MCP server's identity checks) let another process's SQLite
+    take this process for gone: its close deleted the -wal and -shm under the live
+    connection, whose next commits were acknowledged and lost. SQLite's unix layer keeps a
+    descriptor open while the process holds locks on the file and closes it only when the
+    last one is released. OSError when the file cannot be read; b"" for an empty file."""
+    if not path.is_file():  # never open a FIFO or device: that could block or consume
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    try:
+        handle = apsw.VFSFile(
+            "", str(path), [apsw.SQLITE_OPEN_MAIN_DB | apsw.SQLITE_OPEN_READONLY, 0]
+        )
+    except apsw.Error as exc:  # SQLite keeps no errno for a failed open: say the likely one
+        if not path.exists():
+            err = errno.ENOENT
+        else:
+            err = errno.EIO if os.access(path, os.R_OK) else errno.EACCES
+        raise OSError(err, os.strerror(err), str(path)) from exc
+    try:
+        size = min(size, handle.xFileSize())
+        return handle.xRead(size, 0) if size else b""
+    except apsw.Error as exc:
+        raise OSError(errno.EIO, f"cannot read: {exc}", str(path)) from exc
+    finally:
+        handle.xClose()
+
+
 def is_sqlite_file(path: Path) -> bool:
     """Whether path is a readable regular file that starts as an SQLite database does."""
-    if not path.is_file():  # never open a FIFO or device: that could block or consume
-        return False
     try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == SQLITE_MAGIC
+        return read_header(path, len(SQLITE_MAGIC)) == SQLITE_MAGIC
     except OSError:
         return False
 
@@ -77,9 +105,10 @@ def inspect_file(path: Path) -> int | None:
         return None
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a mem store")
+    if not path.is_file():
+        raise StoreError(f"{path} is not a regular file, not a mem store (left untouched)")
     try:
-        with open(path, "rb") as fh:
-            header = fh.read(100)
+        header = read_header(path)
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if not header:

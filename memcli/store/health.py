@@ -119,6 +119,17 @@ class HealthMixin:
             ),
         }
 
+    def highest_ids(self) -> dict[str, int]:
+        """The highest id each numbered table has given (facts: forgotten ones too)."""
+        out = {
+            table: self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]
+            for table in ("facts", "documents", "chunks", "entities")
+        }
+        high = self.get_meta("fact_id_high")  # type: ignore[attr-defined]
+        if high and high.isdigit():
+            out["facts"] = max(out["facts"], int(high))
+        return out
+
     def bank_embedders(self) -> list[dict[str, Any]]:
         """Each user bank with facts: the embedder name and fingerprint it recorded."""
         rows = self.conn.execute(

@@ -11,6 +11,10 @@ from typing import Any
 FACT_TYPES = ("world", "experience", "observation")
 LINK_KINDS = ("semantic", "temporal", "causal")
 INT64_MAX = 2**63 - 1  # the largest INTEGER SQLite stores (ids, counts, limits)
+# The largest id an import file may carry, or reach once moved past the store's own ids:
+# what JSON readers (JavaScript's numbers) hold exactly. The 2^63 - 2^53 ids above it mean
+# nothing a file says can use up the ids a store gives its new facts.
+ID_LIMIT = 2**53 - 1
 
 
 BUSY_TIMEOUT_MAX_MS = 2**31 - 1  # SQLite takes a C int
