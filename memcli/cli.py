@@ -24,6 +24,7 @@ from memcli.cliutil import (
     Budget,
     TagsMatch,
     configured,
+    echo_after_commit,
     exit_interrupted,
     fail,
     info,
@@ -105,7 +106,7 @@ def main_options(
 
         problem = busy_timeout_problem(busy)
         if problem:
-            fail(f"$MEM_BUSY_TIMEOUT_MS: {problem}", 2)
+            fail(f"$MEM_BUSY_TIMEOUT_MS: {problem}")  # a setting, not a usage error
     threads = configured("threads")
     if state.sources["threads"].source.startswith("config"):
         # The embedder reads MEM_THREADS when llama.cpp loads (memcli/models/embedder.py).
@@ -330,7 +331,7 @@ def retain(
     if as_json:
         from memcli import render
 
-        typer.echo(render.dumps(render.retain_json_obj(summary)))
+        echo_after_commit(render.dumps(render.retain_json_obj(summary)), summary.line())
     from memcli.models.choice import language_warning
 
     warning = language_warning(model, item_texts, state.bank)
@@ -782,6 +783,8 @@ def _stdout_reader_gone() -> bool:
 
 
 _stdout_was_closed = False
+# The commands whose results are their output (`export` has -o, and says so itself).
+RESULT_COMMANDS = frozenset({"recall", "list", "show", "stats", "banks", "doctor"})
 _stdin_was_closed = False
 STDIN_CLOSED = "'-' reads stdin, which is closed: give a file instead"
 
@@ -870,6 +873,11 @@ def main() -> None:
             # a stderr opened for reading only (`2</dev/null`); results on such a stdout
             # are not delivered, which is an error.
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+    command = invoked_command(sys.argv[1:])
+    if _stdout_was_closed and command in RESULT_COMMANDS and "--help" not in sys.argv:
+        # Their results are the point: exit 0 having printed nothing read as "no memories".
+        typer.echo("mem: error: stdout is closed: nothing would receive the results", err=True)
+        exit_now(1)
     click_error, click_abort = _click_exceptions()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
@@ -877,7 +885,7 @@ def main() -> None:
         if signal.getsignal(stop) is signal.SIG_DFL:  # not one nohup or a parent ignores
             signal.signal(stop, _on_stop)
     try:
-        with only_command(invoked_command(sys.argv[1:])):
+        with only_command(command):
             # Not standalone: a usage error comes here as an exception, to be printed as
             # one line instead of typer's framed box; --help and typer.Exit return a code.
             code = app(standalone_mode=False)

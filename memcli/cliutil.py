@@ -7,6 +7,7 @@ other. Only typer and the standard library at import time: the CLI imports this 
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -93,6 +94,29 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """One line on stderr and a non-zero exit."""
     typer.echo(f"mem: error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def echo_after_commit(text: str, done: str) -> None:
+    """Print a write command's result once its write has committed. A stdout that cannot
+    take it (a full disk, /dev/full) is an error that says the write was made, so a retry
+    does not store it twice at a new time; a reader that went away is not (EPIPE ends the
+    run quietly, as for every command)."""
+    import sys
+
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        try:  # what could not be written must not be tried again at exit
+            sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError:
+            pass
+        fail(
+            f"{done}, but the output could not be written ({exc.strerror or exc}); it is "
+            "stored: do not run it again"
+        )
 
 
 def describe_unexpected(exc: BaseException) -> str:

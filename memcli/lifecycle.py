@@ -76,12 +76,17 @@ class Selection:
 
 
 def check_selection(sel: Selection) -> None:
+    from memcli.labels import label_problem
     from memcli.recall.types import TAG_MODES
     from memcli.store import FACT_TYPES
 
     for t in sel.types or ():
         if t not in FACT_TYPES:
             raise OptionError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
+    for tag in sel.tags or ():
+        problem = label_problem(tag)
+        if problem:  # as retain refuses it: no fact can carry such a tag
+            raise OptionError(f"--tag {tag!r} {problem}")
     if sel.tags_match not in TAG_MODES:
         raise OptionError(f"unknown --tags-match {sel.tags_match!r} ({', '.join(TAG_MODES)})")
     if sel.since and sel.until and sel.since >= sel.until:
@@ -265,7 +270,7 @@ def plan_forget(
             f"{sel.tags_match}_strict (any_strict is the default)"
         )
     if not sel.narrows():
-        raise LifecycleError(
+        raise OptionError(
             "say what to forget: fact ids, --source-id, --document, --tag, --type, --context, "
             "--before/--since or --query"
         )
@@ -363,8 +368,11 @@ def correction_item(store: Store, old: Fact, text: str, context: str | None = No
     was said: "next Friday" in the new text means what it meant in the first text (each
     correction is itself said at its own time, so a correction of a correction would
     otherwise drift)."""
+    from memcli.display import has_visible_text
     from memcli.retain import RetainItem
 
+    if not has_visible_text(text):  # named as the argument it is, not by the old fact's id
+        raise OptionError("the new text is empty or only control characters; nothing stored")
     (item,) = as_corrections(store, old, [RetainItem(text=text, context=context)])
     return item
 

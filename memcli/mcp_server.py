@@ -294,13 +294,51 @@ TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
 FactType = Literal["world", "experience", "observation"]
 
 
+def one_line_validation(exc: Any) -> str:
+    """A pydantic ValidationError of a tool's arguments in one line, each problem named by
+    its argument ("max_tokens: Input should be greater than 0"); the SDK's text was four
+    lines a problem, with a link to pydantic's documentation."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def _server_class() -> Any:
+    """MCPServer, with argument errors in one line (the README promises one-line errors)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    class OneLineErrorsServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None):
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc.__cause__, ValidationError):
+                    text = one_line_validation(exc.__cause__)
+                    raise ToolError(f"Error executing tool {name}: {text}") from exc.__cause__
+                raise
+
+    return OneLineErrorsServer
+
+
 def build_server(service: MemoryService) -> Any:
     """The MCP server with mem's tools bound to one service (store + models)."""
-    from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     # INFO logs every call on stderr; an agent's host shows stderr to its user.
-    server = MCPServer("mem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _server_class()(
+        "mem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+
+    def private(message: str) -> str:
+        """An error as an agent may see it: the store's path on this machine is not the
+        agent's business (it may be shown to, or logged by, a third party)."""
+        for shown in {str(service.db.resolve()), str(service.db)}:
+            message = message.replace(shown, "the store")
+        return message
 
     def run(fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Our one-line errors (bad date, unknown bank, locked store...) as tool errors."""
@@ -323,9 +361,9 @@ def build_server(service: MemoryService) -> Any:
             ModelError,
             ValueError,
         ) as exc:
-            raise ToolError(tool_words(str(exc))) from None
+            raise ToolError(private(tool_words(str(exc)))) from None
         except Exception as exc:  # noqa: BLE001 - a tool error, never a dead server
-            raise ToolError(describe_unexpected(exc)) from None
+            raise ToolError(private(describe_unexpected(exc))) from None
 
     @server.tool(
         name="retain",

@@ -18,6 +18,7 @@ import typer
 
 from memcli.cliutil import (
     TagsMatch,
+    echo_after_commit,
     exit_interrupted,
     fail,
     info,
@@ -405,7 +406,10 @@ def forget(
             + (f"; {counts['reopened']} corrected facts valid again" if counts["reopened"] else "")
         )
     else:
-        typer.echo(_dumps({"forgotten": plan.fact_ids, "counts": counts}))
+        echo_after_commit(
+            _dumps({"forgotten": plan.fact_ids, "counts": counts}),
+            f"forgot {len(plan.fact_ids)} fact{'s' if len(plan.fact_ids) != 1 else ''}",
+        )
 
 
 def _print_plan(plan: Any, output: Format, dry_run: bool, to_stderr: bool = False) -> None:
@@ -467,7 +471,10 @@ def correct(
         at = local_text(retainer.now)
         info(f"fact {fact_id} corrected by {', '.join(map(str, new_ids))} at {at}")
     else:
-        typer.echo(_dumps({"corrected": fact_id, "by": new_ids, "at": iso(retainer.now)}))
+        echo_after_commit(
+            _dumps({"corrected": fact_id, "by": new_ids, "at": iso(retainer.now)}),
+            f"fact {fact_id} corrected by {', '.join(map(str, new_ids))}",
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -729,7 +736,7 @@ def reembed(
                 bar_ctx.__exit__(None, None, None)
             store.close()
     if as_json:
-        typer.echo(_dumps(report.__dict__))
+        echo_after_commit(_dumps(report.__dict__), f"imported bank {report.bank!r}")
     if report.interrupted:
         done = report.resumed + report.embedded
         info(

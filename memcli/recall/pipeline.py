@@ -61,6 +61,12 @@ def validate(options: RecallOptions) -> None:
     unknown = [a for a in options.arms if a not in ARMS]
     if unknown or not options.arms:
         raise RecallError(f"unknown arm {unknown[0] if unknown else ''!r} (use {', '.join(ARMS)})")
+    from memcli.labels import label_problem
+
+    for tag in options.tags or ():
+        problem = label_problem(tag)
+        if problem:  # as retain refuses it: no fact can carry such a tag
+            raise RecallError(f"--tag {tag!r} {problem}")
     if options.tags_match not in TAG_MODES:
         raise RecallError(f"unknown --tags-match {options.tags_match!r} ({', '.join(TAG_MODES)})")
     for t in options.types or []:

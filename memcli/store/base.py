@@ -44,15 +44,20 @@ PAGE_CACHE_KIB = 16384
 
 def _connect(path: Path, flags: int) -> apsw.Connection:
     conn = apsw.Connection(str(path), flags=flags)
-    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
-    conn.execute("PRAGMA foreign_keys = ON")
-    # 16 MiB of page cache, not SQLite's 2: reading a bank's vector chunks for the scan
-    # (store/vectors.py) took 47-72 ms at 100k facts with 2 MiB and 32-38 ms with 8 MiB or
-    # more (same file, same process start). Pages are only allocated as they are read.
-    conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
+    try:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+        conn.execute("PRAGMA foreign_keys = ON")
+        # 16 MiB of page cache, not SQLite's 2: reading a bank's vector chunks for the scan
+        # (store/vectors.py) took 47-72 ms at 100k facts with 2 MiB and 32-38 ms with 8 MiB
+        # or more (same file, same process start). Pages are only allocated as they are read.
+        conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
+    except apsw.Error as exc:  # the first statement reads the schema: -wal and -shm open
+        system_errno = conn.system_errno
+        conn.close()
+        raise open_error(path, exc, system_errno) from exc
     return conn
 
 
@@ -124,29 +129,57 @@ def inspect_file(path: Path) -> int | None:
         # A WAL database with no -wal file is whole in its main file; an ordinary read-only
         # connection would still create -wal and -shm beside a file that may not be ours.
         uri += "?immutable=1"
+    probe = None
     try:
         probe = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-        try:
-            probe.set_busy_timeout(BUSY_TIMEOUT_MS)
-            # One read transaction: a store being created by another process is seen either
-            # not at all or whole.
-            with probe:
-                app_id = probe.execute("PRAGMA application_id").fetchone()[0]
-                version = probe.execute("PRAGMA user_version").fetchone()[0]
-                tables = {
-                    r[0]
-                    for r in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                }
-        finally:
-            probe.close()
+        probe.set_busy_timeout(BUSY_TIMEOUT_MS)
+        # One read transaction: a store being created by another process is seen either
+        # not at all or whole. (Not `with probe:`, whose rollback after a failed read
+        # raised "cannot rollback - no transaction is active" in place of the failure.)
+        probe.execute("BEGIN")
+        app_id = probe.execute("PRAGMA application_id").fetchone()[0]
+        version = probe.execute("PRAGMA user_version").fetchone()[0]
+        tables = {
+            r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
     except apsw.Error as exc:
-        raise StoreError(f"cannot read {path} as SQLite: {exc} (left untouched)") from exc
+        raise open_error(path, exc, probe.system_errno if probe is not None else 0) from exc
+    finally:
+        if probe is not None:
+            probe.close()
     ours = app_id == APPLICATION_ID or (app_id == 0 and 1 <= version and _MEM_TABLES <= tables)
     if not ours:
         raise StoreError(f"{path} is an SQLite database but not a mem store (left untouched)")
     if version > SCHEMA_VERSION:
         raise StoreError(f"{path} was written by a newer mem (schema {version} > {SCHEMA_VERSION})")
     return version
+
+
+def busy_message(path: Path) -> str:
+    return (
+        f"{path} is locked by another process (waited {BUSY_TIMEOUT_MS / 1000:g} s); "
+        "nothing was written, try again"
+    )
+
+
+def open_error(path: Path, exc: apsw.Error, system_errno: int) -> StoreError:
+    """What opening (or first reading) the store at path failed with, as one line: a lock,
+    a full disk, an I/O error and a file that is not SQLite say different things."""
+    if isinstance(exc, apsw.BusyError):
+        return StoreBusy(busy_message(path))
+    if isinstance(exc, apsw.FullError) or system_errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return StoreFull(
+            f"disk full: cannot open {path} (SQLite needs room beside it for its -wal and "
+            "-shm files); nothing was changed"
+        )
+    if isinstance(exc, (apsw.ReadOnlyError, apsw.PermissionsError)):
+        return StoreReadOnly(f"{path} cannot be opened: {exc}")
+    if isinstance(exc, apsw.IOError):
+        detail = os.strerror(system_errno) if system_errno else str(exc)
+        return StoreError(f"I/O error opening {path}: {detail}; nothing was changed")
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return StoreError(f"cannot read {path} as SQLite: {exc} (left untouched)")
+    return StoreError(f"cannot open {path}: {exc}")
 
 
 def _run_migrations(conn: apsw.Connection, path: Path) -> None:
@@ -308,7 +341,10 @@ def _create(path: Path) -> None:
     tmp = staging_path(path, "new")
     fd = None
     try:
-        fd = build_schema(tmp)
+        try:
+            fd = build_schema(tmp)
+        except StoreError as exc:  # about the store at path, not the hidden name
+            raise type(exc)(str(exc).replace(str(tmp), str(path))) from exc
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -342,10 +378,13 @@ class StoreBase:
             flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
             self.conn = _connect(self.path, flags)
         except apsw.Error as exc:
-            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+            raise open_error(self.path, exc, 0) from exc
         try:
             if not readonly:
-                self._use_wal()
+                try:
+                    self._use_wal()
+                except apsw.Error as exc:
+                    raise open_error(self.path, exc, self.conn.system_errno) from exc
                 if version != SCHEMA_VERSION:
                     if not self.writable():
                         raise StoreReadOnly(
@@ -410,10 +449,7 @@ class StoreBase:
     # -- transactions ---------------------------------------------------------------------
 
     def _busy_message(self) -> str:
-        return (
-            f"{self.path} is locked by another process (waited "
-            f"{BUSY_TIMEOUT_MS / 1000:g} s); nothing was written, try again"
-        )
+        return busy_message(self.path)
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
