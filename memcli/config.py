@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memcli.errors import MemError
+
 APP_NAME = "mem"
 ENV_CONFIG = "MEM_CONFIG"
 
 
-class ConfigError(ValueError):
+class ConfigError(MemError, ValueError):
     """A bad config file or value (one-line message)."""
 
 

@@ -194,7 +194,7 @@ def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
     if h.get("kind") != "header" or h.get("format") != FORMAT:
         hint = ""
         if "text" in h:
-            hint = " (it looks like retain input: use `mem retain --jsonl`)"
+            hint = " (it looks like retain input: retain it as JSONL instead)"
         elif "results" in h or "query" in h:
             hint = " (it looks like recall output)"
         raise src.error(f"is not a mem export header{hint}")
@@ -366,8 +366,8 @@ def _check_ids(rec: dict[str, Any], kind: str, spans: dict[str, Any], src: _Line
 def _check_bank_is_new(store: Store, target: str) -> None:
     if store.bank_id(target) is not None:
         raise LifecycleError(
-            f"bank {target!r} already exists in {store.path}: import into a new bank with "
-            f"--into NAME, or delete it first (mem banks --delete {target})"
+            f"bank {target!r} already exists in {store.path}: import into a new bank "
+            f"({{into}}), or delete that bank first"
         )
 
 
@@ -537,7 +537,7 @@ def import_lines(
         # A name an older mem took ("work "): the file is fine, the name is not any more.
         raise LifecycleError(
             f"{name}: the bank name in its header: {bank_name_problem(target)}; import it "
-            "under another name with --into NAME"
+            "under another name ({into})"
         )
     check_bank_name(target)
     _check_bank_is_new(store, target)
@@ -554,8 +554,8 @@ def import_lines(
                 raise LifecycleError(
                     f"{name} holds vectors of {fb.get('embedder')} ({(have_fp or '?')[:12]}), "
                     f"not of {model.name} ({(fp or '?')[:12]}), the embedder in use: add "
-                    f"--reembed to embed the facts again with {model.name}, or set "
-                    "MEM_EMBEDDER to that model"
+                    f"{{reembed}} to embed the facts again with {model.name}, or use that "
+                    "model as the {embedder}"
                 )
             vec_name, vec_fp, dim = fb.get("embedder"), have_fp, file_vectors["dim"]
             computed = None

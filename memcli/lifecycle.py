@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from memcli.display import has_visible_text
+from memcli.errors import MemError
 from memcli.store import Fact, Store, StoreError, iso
 
 # Facts embedded (and committed) per re-embedding batch: small enough that Ctrl-C loses
@@ -33,12 +34,15 @@ from memcli.store import Fact, Store, StoreError, iso
 REEMBED_BATCH = 256
 
 
-class LifecycleError(ValueError):
+class LifecycleError(MemError, ValueError):
     """Bad input to a lifecycle command (one-line message); nothing was written."""
 
 
 class OptionError(LifecycleError):
     """A bad option value (a usage error: exit 2)."""
+
+    def __init__(self, message: str, *, field: str | None = None, usage: bool = True) -> None:
+        super().__init__(message, field=field, usage=usage)
 
 
 @dataclass
@@ -82,23 +86,25 @@ def check_selection(sel: Selection) -> None:
 
     for t in sel.types or ():
         if t not in FACT_TYPES:
-            raise OptionError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
+            raise OptionError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})", field="types")
     for tag in sel.tags or ():
         problem = label_problem(tag)
         if problem:  # as retain refuses it: no fact can carry such a tag
-            raise OptionError(f"--tag {tag!r} {problem}")
+            raise OptionError(f"{tag!r} {problem}", field="tags")
     if sel.tags_match not in TAG_MODES:
-        raise OptionError(f"unknown --tags-match {sel.tags_match!r} ({', '.join(TAG_MODES)})")
+        raise OptionError(
+            f"unknown value {sel.tags_match!r} (use {', '.join(TAG_MODES)})", field="tags_match"
+        )
     if sel.since and sel.until and sel.since >= sel.until:
         # (Flag-neutral: list says --until, forget --before.)
         raise OptionError(
-            f"the time range is empty: its start {iso(sel.since)} is not before its end "
-            f"{iso(sel.until)}"
+            f"the time range is empty: its start ({{since}}) {iso(sel.since)} is not before "
+            f"its end ({{until}}) {iso(sel.until)}"
         )
     if sel.query is not None and not has_visible_text(sel.query):
-        raise OptionError("--query is empty")
+        raise OptionError("is empty", field="query")
     if sel.query_limit <= 0:
-        raise OptionError("--limit must be positive")
+        raise OptionError("must be positive", field="limit")
 
 
 def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
@@ -109,7 +115,8 @@ def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
     if created is not None and as_of < created:
         name = store.bank_row(bank_id)["name"]
         raise LifecycleError(
-            f"--as-of {iso(as_of)} is before bank {name!r} existed (created {iso(created)})"
+            f"{iso(as_of)} is before bank {name!r} existed (created {iso(created)})",
+            field="as_of",
         )
 
 
@@ -121,9 +128,9 @@ def iter_facts(
     bank_id = store.require_bank(bank)
     check_as_of(store, bank_id, sel.as_of)
     if limit is not None and limit <= 0:
-        raise OptionError("--limit must be positive")
+        raise OptionError("must be positive", field="limit")
     if offset < 0:
-        raise OptionError("--offset cannot be negative")
+        raise OptionError("cannot be negative", field="offset")
     facts = store.iter_facts(bank_id, sel, limit=limit, offset=offset)
     return facts if sel.as_of is None else _as_they_stood(facts, sel.as_of)
 
@@ -266,13 +273,14 @@ def plan_forget(
     if sel.tags and sel.tags_match in ("any", "all"):
         # recall's non-strict modes let untagged facts through: here they would go too.
         raise OptionError(
-            f"--tags-match {sel.tags_match} would also forget every untagged fact: use "
-            f"{sel.tags_match}_strict (any_strict is the default)"
+            f"{sel.tags_match} would also forget every untagged fact: use "
+            f"{sel.tags_match}_strict (any_strict is the default)",
+            field="tags_match",
         )
     if not sel.narrows():
         raise OptionError(
-            "say what to forget: fact ids, --source-id, --document, --tag, --type, --context, "
-            "--before/--since or --query"
+            "say what to forget: fact {ids}, {source_id}, {document_id}, {tags}, {types}, "
+            "{context}, {until}/{since} or {query}"
         )
     bank_id = store.require_bank(bank)
     if sel.ids:
@@ -567,7 +575,7 @@ def reembed(
             raise LifecycleError(
                 f"{name} makes {dim}-dimensional vectors but bank(s) {', '.join(others)} in "
                 f"this file hold {have_dim}: export this bank and import it with "
-                "--reembed into another --db"
+                "a re-embedding ({reembed}) into another store"
             )
     wanted = {"embedder": name, "fingerprint": fingerprint, "dim": dim}
     state = store.reembed_state(bank_id)
@@ -661,8 +669,8 @@ def check_query_embedder(store: Store, bank_id: int, embedder: Any) -> None:
     ours = f"{name} ({fingerprint[:12]})" if fingerprint else name
     raise StoreError(
         f"bank {bank!r} was embedded with {theirs} but the query would be embedded with "
-        f"{ours}: give the bank's model with --embedder (or MEM_EMBEDDER), or re-embed the "
-        f"bank with `mem --bank {bank} reembed --embedder {name}`"
+        f"{ours}: give the bank's model as the {{embedder}}, or re-embed the bank with "
+        f"{name} (`mem --bank {bank} reembed`)"
     )
 
 

@@ -34,6 +34,7 @@ from memcli import blocks, tokens
 from memcli import entities as entity_mod
 from memcli.clock import utc_to_local, utcnow
 from memcli.display import has_visible_text, one_line
+from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
 from memcli.split import split_text, starts_with_cause
@@ -41,7 +42,7 @@ from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
 
 
-class RetainError(ValueError):
+class RetainError(MemError, ValueError):
     """Input that cannot be stored (one-line message)."""
 
 

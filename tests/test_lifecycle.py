@@ -230,7 +230,7 @@ def test_forget_bad_input_changes_nothing(db: Path) -> None:
     one_line_error(mem(db, "forget", "--yes"), "say what to forget")
     one_line_error(mem(db, "forget", "1", "4242", "--yes"), "no fact 4242")
     one_line_error(mem(db, "forget", "--document", "nope", "--yes"), "no document 'nope'")
-    one_line_error(mem(db, "forget", "--query", "  ", "--yes"), "--query is empty")
+    one_line_error(mem(db, "forget", "--query", "  ", "--yes"), "--query: is empty")
     one_line_error(mem(db, "forget", "--before", "someday", "--yes"), "--before")
     r = mem(db, "forget", "--source-id", "nothing-like-this", "--yes")
     assert r.exit_code == 0 and "nothing forgotten" in r.stderr

@@ -27,6 +27,7 @@ from memcli import tokens
 from memcli.blocks import block_tokens, block_tokens_at_least
 from memcli.clock import local_to_utc, utc_to_local, utcnow
 from memcli.display import NO_WORDS, has_searchable_text, has_visible_text
+from memcli.errors import MemError
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
 from memcli.recall.filters import FactFilter
@@ -43,35 +44,49 @@ from memcli.store import FACT_TYPES, Fact, Store, StoreError
 from memcli.timeparse import OPEN_START, TimeSpan, query_window_phrase
 
 
-class RecallError(ValueError):
+class RecallError(MemError, ValueError):
     """Bad recall input (one-line message)."""
 
 
 def validate(options: RecallOptions) -> None:
     if options.budget not in BUDGETS:
-        raise RecallError(f"unknown budget {options.budget!r} (use low, mid or high)")
+        raise RecallError(
+            f"unknown value {options.budget!r} (use low, mid or high)", field="budget", usage=True
+        )
     if options.max_tokens <= 0:
-        raise RecallError("--max-tokens must be positive")
+        raise RecallError("must be positive", field="max_tokens", usage=True)
     if options.limit is not None and options.limit <= 0:
-        raise RecallError("--limit must be positive")
+        raise RecallError("must be positive", field="limit", usage=True)
     if options.max_chunk_tokens <= 0:
-        raise RecallError("--max-chunk-tokens must be positive")
+        raise RecallError("must be positive", field="max_chunk_tokens", usage=True)
     if options.min_score is not None and not math.isfinite(options.min_score):
-        raise RecallError(f"--min-score must be a finite number, not {options.min_score}")
+        raise RecallError(
+            f"must be a finite number, not {options.min_score}", field="min_score", usage=True
+        )
     unknown = [a for a in options.arms if a not in ARMS]
     if unknown or not options.arms:
-        raise RecallError(f"unknown arm {unknown[0] if unknown else ''!r} (use {', '.join(ARMS)})")
+        raise RecallError(
+            f"unknown arm {unknown[0] if unknown else ''!r} (use {', '.join(ARMS)})",
+            field="arms",
+            usage=True,
+        )
     from memcli.labels import label_problem
 
     for tag in options.tags or ():
         problem = label_problem(tag)
         if problem:  # as retain refuses it: no fact can carry such a tag
-            raise RecallError(f"--tag {tag!r} {problem}")
+            raise RecallError(f"{tag!r} {problem}", field="tags", usage=True)
     if options.tags_match not in TAG_MODES:
-        raise RecallError(f"unknown --tags-match {options.tags_match!r} ({', '.join(TAG_MODES)})")
+        raise RecallError(
+            f"unknown value {options.tags_match!r} (use {', '.join(TAG_MODES)})",
+            field="tags_match",
+            usage=True,
+        )
     for t in options.types or []:
         if t not in FACT_TYPES:
-            raise RecallError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
+            raise RecallError(
+                f"unknown type {t!r} (use {', '.join(FACT_TYPES)})", field="types", usage=True
+            )
 
 
 # Recalls redone when another process commits while the arms read on several connections;
@@ -108,6 +123,28 @@ def recall(
                 return result
         with store.snapshot():
             return _recall_once(*args, **kw, spread=False)
+
+
+def empty_result(query: str, options: RecallOptions, note: str) -> RecallResult:
+    """A recall that found nothing because there is nothing to search (no store yet): no
+    results, the options it was asked with, and why in its notes."""
+    return RecallResult(
+        query=query,
+        now=options.now or utcnow(),
+        budget=options.budget,
+        max_tokens=options.max_tokens,
+        total_tokens=0,
+        reranker=None,
+        synthetic_scores=True,
+        time_window=None,
+        results=[],
+        ranked=[],
+        arms={},
+        timings={},
+        notes={"store": note},
+        limit=options.limit,
+        min_score=options.min_score,
+    )
 
 
 _collector_lock = threading.Lock()
@@ -165,8 +202,9 @@ def _recall_once(
     created = store.bank_created_at(bank_id)
     if options.as_of is not None and created is not None and options.as_of < created:
         raise RecallError(
-            f"--as-of {options.as_of.isoformat()} is before bank {bank!r} existed "
-            f"(created {created.isoformat()})"
+            f"{options.as_of.isoformat()} is before bank {bank!r} existed "
+            f"(created {created.isoformat()})",
+            field="as_of",
         )
     # "yesterday" in a question is the day before the user's local today (as in retain).
     found = query_window_phrase(query, utc_to_local(now))

@@ -498,7 +498,7 @@ class VectorsMixin:
         elif have_dim != dim:
             raise StoreError(
                 f"{self.path} holds {have_dim}-dimensional vectors; {name} makes {dim}: "
-                "use another --db for it"
+                "use another store for it"
             )
         self.check_embedder(bank_id, name, fingerprint, record=True)
 
@@ -512,8 +512,8 @@ class VectorsMixin:
             if fingerprint is not None and have_fp != fingerprint:
                 raise StoreError(
                     f"this bank was embedded with {have_name} ({have_fp[:12]}), not "
-                    f"{name} ({fingerprint[:12]}): use --embedder {have_name} or re-embed "
-                    "the bank with `mem reembed`"
+                    f"{name} ({fingerprint[:12]}): use {have_name} as the {{embedder}}, or "
+                    "re-embed the bank (reembed)"
                 )
             return
         if (
@@ -522,8 +522,8 @@ class VectorsMixin:
             and self.bank_has_vectors(bank_id)
         ):
             raise StoreError(
-                f"this bank was embedded with {have_name}, not {name}: use --embedder "
-                f"{have_name} or re-embed the bank with `mem reembed`"
+                f"this bank was embedded with {have_name}, not {name}: use {have_name} as the "
+                "{embedder}, or re-embed the bank (reembed)"
             )
         if record:
             self.set_bank_embedder(bank_id, name, fingerprint)  # type: ignore[attr-defined]
