@@ -1278,7 +1278,7 @@ def test_forget_with_a_query_of_no_visible_text_is_a_usage_error(db_path, query)
     seeded(db_path)
     out = mem(db_path, "forget", "--query", query, "--dry-run")
     assert out.exit_code == 2, out.output
-    one_error_line(out.output, "--query is empty")
+    one_error_line(out.output, "--query: is empty")
     assert "unexpected" not in out.output
 
 
