@@ -21,6 +21,7 @@ from memcli import __version__
 from memcli.bench.command import bench as bench_command
 from memcli.cliparams import install as install_plain_params
 from memcli.cliutil import (
+    STDIN_CLOSED,
     Budget,
     TagsMatch,
     configured,
@@ -123,7 +124,7 @@ def main_options(
 def _read_bytes(path: Path) -> tuple[bytes, str]:
     """A file's bytes ('-': stdin's) and its name for messages."""
     if str(path) == "-":
-        if stdin_closed():
+        if state.stdin_closed:
             fail(STDIN_CLOSED, 2)
         return sys.stdin.buffer.read(), "stdin"
     if is_store_file(path, state.db):
@@ -663,21 +664,8 @@ def _stdout_reader_gone() -> bool:
     return now is not None and now != _stdout_at_start and now == file_identity(os.devnull)
 
 
-_stdout_was_closed = False
 # The commands whose results are their output (`export` has -o, and says so itself).
 RESULT_COMMANDS = frozenset({"recall", "list", "show", "stats", "banks", "doctor"})
-_stdin_was_closed = False
-STDIN_CLOSED = "'-' reads stdin, which is closed: give a file instead"
-
-
-def stdin_closed() -> bool:
-    """Whether the caller closed stdin (`<&-`): sys.stdin is then an empty stand-in."""
-    return _stdin_was_closed
-
-
-def stdout_closed() -> bool:
-    """Whether the caller closed stdout (`>&-`): what is written there goes nowhere."""
-    return _stdout_was_closed
 
 
 def _writable(fd: int) -> bool:
@@ -738,10 +726,9 @@ def main() -> None:
         # COLUMNS=0 made --help print nothing (rich laid it out in no width): the terminal's
         # own width is asked instead.
         del os.environ["COLUMNS"]
-    global _stdout_was_closed, _stdin_was_closed
-    _stdout_was_closed = sys.stdout is None
-    _stdin_was_closed = sys.stdin is None
-    if _stdin_was_closed:
+    state.stdout_closed = sys.stdout is None
+    state.stdin_closed = sys.stdin is None
+    if state.stdin_closed:
         # Closed by the caller (`<&-`, a service without one): Python leaves it None, and
         # a question or a read of '-' failed with "unexpected AttributeError". It reads as
         # empty and is not a terminal; '-' names it closed (STDIN_CLOSED).
@@ -755,7 +742,7 @@ def main() -> None:
             # are not delivered, which is an error.
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     command = invoked_command(sys.argv[1:])
-    if _stdout_was_closed and command in RESULT_COMMANDS and "--help" not in sys.argv:
+    if state.stdout_closed and command in RESULT_COMMANDS and "--help" not in sys.argv:
         # Their results are the point: exit 0 having printed nothing read as "no memories".
         typer.echo("mem: error: stdout is closed: nothing would receive the results", err=True)
         exit_now(1)

@@ -36,6 +36,10 @@ class State:
     # The global flags as given (None: not given), for commands that resolve settings
     # themselves (`mem config show`).
     flags: dict[str, Any]
+    # Whether the caller closed stdin or stdout (`<&-`, `>&-`): Python leaves them None,
+    # and main() puts the null device in their place (memcli/cli.py).
+    stdin_closed: bool = False
+    stdout_closed: bool = False
 
     def __init__(self) -> None:
         self.sources = {}
@@ -43,6 +47,8 @@ class State:
 
 
 state = State()
+
+STDIN_CLOSED = "'-' reads stdin, which is closed: give a file instead"
 
 
 def configured(name: str, flag: Any = None) -> Any:

@@ -404,7 +404,6 @@ def export(
     ] = None,
 ) -> None:
     """Export a bank as JSONL: every fact, document, chunk, entity and link, with ids."""
-    from memcli import cli
     from memcli import progress as progress_mod
 
     name = bank or state.bank
@@ -417,7 +416,7 @@ def export(
     with errors(renames={"output": "-o"}), ExitStack() as stack:
         if output_file is not None:
             memory.export_target(output_file)  # refused before anything is read
-        elif cli.stdout_closed():
+        elif state.stdout_closed:
             # `>&-`: the export would go nowhere, and its summary said "exported".
             fail("stdout is closed: nothing would receive the export; give -o FILE")
         bar: list[Any] = []
@@ -470,9 +469,9 @@ def import_bank(
     from memcli import progress as progress_mod
 
     if file == "-":
-        from memcli.cli import STDIN_CLOSED, stdin_closed
+        from memcli.cliutil import STDIN_CLOSED
 
-        if stdin_closed():
+        if state.stdin_closed:
             fail(STDIN_CLOSED, 2)
         fh = sys.stdin.buffer
         name = "stdin"
