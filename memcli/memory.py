@@ -262,8 +262,9 @@ class Memory:
         )
         batch: list[Any] = []
         if text is not None:
-            if not isinstance(text, str):
-                raise _usage("must be text", "text")
+            if not isinstance(text, str) or not text.strip():
+                # (The CLI reads input that holds nothing as a data error: memcli/ingest.py.)
+                raise _usage("is empty: nothing to retain", "text")
             item = items_from_text(text, None, defaults)
             item.metadata = metadata if metadata is not None else {}
             item.source_id = source_id
