@@ -66,7 +66,7 @@ def version_callback(value: bool) -> None:
 def main_options(
     ctx: typer.Context,
     db: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--db",
             metavar="FILE",
@@ -96,7 +96,13 @@ def main_options(
         # only keeps the global flags for `mem config show`.
         state.flags = {"db": str(db) if db else None, "bank": bank}
         return
-    state.db = Path(configured("db", str(db) if db else None)).expanduser()
+    from memcli.paths import store_location_problem
+
+    if db is not None and not db.strip():
+        fail("--db: the value is empty", 2)
+    if db is not None and store_location_problem(db):
+        fail(f"--db: {store_location_problem(db)}", 2)
+    state.db = Path(configured("db", db or None)).expanduser()
     state.bank = configured("bank", bank)
     from memcli.labels import bank_name_problem
 

@@ -102,7 +102,10 @@ class Memory:
     ) -> None:
         from memcli.paths import resolve_db_path
 
-        self.db = resolve_db_path(db)
+        try:
+            self.db = resolve_db_path(db)
+        except ValueError as exc:
+            raise _usage(str(exc), "db") from None
         self.bank = self._bank_name(bank)
         # An explicit embedder (a built-in name or a GGUF path) wins over each bank's own.
         self.embedder_name = embedder
