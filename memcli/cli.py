@@ -126,8 +126,33 @@ def _read_bytes(path: Path) -> tuple[bytes, str]:
         fail(f"{path} is the store itself (or its log), not input to read")
     try:
         return path.read_bytes(), str(path)
+    except IsADirectoryError:
+        fail(f"{path} is a folder: `mem sync {path}` keeps a folder and the bank in step")
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror}")
+
+
+def _file_document(
+    path: Path, defaults: dict[str, Any], document: str | None, supersedes: int | None
+) -> Any:
+    """A --file as a document (memcli/sources/documents.py): its resolved path is its
+    document unless --document names one (a correction, --supersedes, has none)."""
+    from memcli.retain import RetainError
+    from memcli.sources.documents import file_document
+    from memcli.sources.markdown import NoteError
+
+    data, name = _read_bytes(path)
+    try:
+        body = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        fail(f"{name} is not UTF-8 text (bad byte at offset {exc.start})")
+    doc_id = document
+    if doc_id is None and supersedes is None:
+        doc_id = str(path.resolve())
+    try:
+        return file_document(str(path), data, body, defaults, doc_id)
+    except (NoteError, RetainError) as exc:
+        fail(str(exc))
 
 
 def _read_text_file(path: Path) -> str:
@@ -241,10 +266,16 @@ def retain(
                 texts.append((_read_text_file(Path("-")), None))
             else:
                 texts.append((" ".join(text), None))
+        file_docs = []
         for path in file or []:
-            texts.append((_read_text_file(path), str(path)))
+            if str(path) == "-":
+                texts.append((_read_text_file(path), str(path)))
+            else:
+                file_docs.append(_file_document(path, defaults, document, supersedes))
         for body, origin in texts:
             items.append(items_from_text(body, origin, defaults))
+        for doc in file_docs:
+            items.extend(doc.items)
         for path in jsonl or []:
             if not path:
                 fail("--jsonl needs a file path, or - for stdin", 2)
@@ -297,10 +328,23 @@ def retain(
         model = load_bank_embedder_or_fail(None, state.bank, embedder, item_texts)
     store = open_store(create=True)
     try:
+        sources: dict[str, Any] = {}
+        if file_docs and not append and supersedes is None:
+            items, sources = _unchanged_files_left_out(store, items, file_docs)
+            if not items:
+                info("nothing new to retain: every file is as it was retained")
+                return
         if model is None or store.bank_id(state.bank) is not None:
             # (a bank another process made meantime has its own embedder)
             model = load_bank_embedder_or_fail(store, state.bank, embedder, item_texts)
-        retainer = Retainer(store, state.bank, model, keep_stored=as_json, append=append)
+        retainer = Retainer(
+            store,
+            state.bank,
+            model,
+            keep_stored=as_json,
+            append=append,
+            document_sources=sources,
+        )
         retainer.summary.invalid = invalid
         with progress_mod.bar(len(items), "retaining") as advance:
             if supersedes is None:
@@ -339,6 +383,22 @@ def retain(
     info(summary.line())
     if summary.interrupted:
         exit_interrupted()
+
+
+def _unchanged_files_left_out(store: Any, items: list[Any], file_docs: list[Any]) -> tuple:
+    """(the items without those of files retained before as they are, the source of each
+    file document: recorded with it). Says which files it skips."""
+    from memcli.sources.documents import merged_by_document, split_by_change
+
+    from_files = {id(item) for doc in file_docs for item in doc.items}
+    others = {i.document_id for i in items if id(i) not in from_files and i.document_id}
+    docs = [d for d in merged_by_document(file_docs, others) if d.document_id is not None]
+    _, _, same = split_by_change(store, state.bank, [d for d in docs if d.source_hash])
+    unchanged = {d.document_id for d in same}
+    for doc in same:
+        info(f"mem: {doc.label} is as it was retained: skipped")
+    sources = {d.document_id: (d.source_hash, None) for d in docs if d.source_hash}
+    return [i for i in items if i.document_id not in unchanged], sources
 
 
 # --------------------------------------------------------------------------------------------

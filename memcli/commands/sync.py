@@ -1,0 +1,259 @@
+"""`mem sync`: keep the bank in step with folders of notes (memcli/sources/sync.py does the
+work; this parses, prints and loads the embedder when something is to be embedded)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memcli.cliutil import exit_interrupted, fail, state
+
+
+def _say(message: str) -> None:
+    """A message or a summary (stderr: stdout is for results)."""
+    typer.echo(message, err=True)
+
+
+def sync(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Folders to keep the bank in step with.", show_default=False),
+    ],
+    glob: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--glob",
+            help="Which files (repeatable, gitignore-style wildcards, relative to each "
+            "folder). Default: **/*.md, **/*.markdown and **/*.txt.",
+        ),
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Then follow changes until Ctrl-C.")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print what would be added, replaced and forgotten."),
+    ] = False,
+    allow_empty: Annotated[
+        bool,
+        typer.Option(
+            "--allow-empty",
+            help="Let a folder with no matching file forget every document synced from it.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each folder's result as a JSON line.")
+    ] = False,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            metavar="NAME|PATH",
+            help="Embedding model for a new bank: e5, minilm or a GGUF path.",
+        ),
+    ] = None,
+) -> None:
+    """Keep the bank in step with folders of notes (Markdown and text files).
+
+    A file's path inside its folder is its document: a new file is added, a changed one
+    replaces its document, an unchanged one is skipped, and the document of a file that
+    is gone is forgotten (never when the folder is missing or unreadable). Hidden files,
+    .gitignore and .memignore are honoured.
+
+    Example:  mem sync ~/notes --glob '**/*.md' --dry-run
+    """
+    if watch and dry_run:
+        fail("--watch and --dry-run do not go together", 2)
+    from memcli.sources.sync import DEFAULT_GLOBS, SyncError, check_globs
+
+    globs = list(glob or DEFAULT_GLOBS)
+    try:
+        check_globs(globs)
+    except SyncError as exc:
+        fail(str(exc), 2)
+    runner = _Runner(globs, allow_empty, as_json, embedder)
+    if dry_run:
+        runner.dry_run(paths)
+        return
+    code = runner.sync_all(paths)
+    if not watch:
+        runner.close()
+        if runner.interrupted:
+            exit_interrupted()
+        if code:
+            raise typer.Exit(code)
+        return
+    runner.watch(paths)
+
+
+class _Runner:
+    """One `mem sync` run: the store and the embedder, opened once and kept while it
+    watches."""
+
+    def __init__(
+        self, globs: list[str], allow_empty: bool, as_json: bool, embedder: str | None
+    ) -> None:
+        self.globs = globs
+        self.allow_empty = allow_empty
+        self.as_json = as_json
+        self.embedder_flag = embedder
+        self.store: Any = None
+        self.model: Any = None
+        self.interrupted = False
+
+    def _skip(self, path: Path) -> bool:
+        from memcli.paths import is_store_file
+
+        return is_store_file(path, state.db)
+
+    def _open(self, write: bool, create: bool = False) -> Any:
+        """The store (None when there is none yet and create is off)."""
+        from memcli.cliutil import open_store
+
+        if self.store is None:
+            if not create and not Path(state.db).expanduser().exists():
+                return None
+            self.store = open_store(create=write, readonly=not write)
+        return self.store
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def _plan(self, store: Any, root: Path) -> Any:
+        from memcli.sources.sync import plan_sync
+
+        return plan_sync(
+            store, state.bank, root, self.globs, skip=self._skip, allow_empty=self.allow_empty
+        )
+
+    def dry_run(self, roots: list[Path]) -> None:
+        from memcli import render
+        from memcli.sources.sync import SyncError, check_root, plan_json
+
+        for root in roots:
+            try:
+                check_root(root)
+            except SyncError as exc:
+                fail(str(exc))
+        store = self._open(write=False)
+        try:
+            for root in roots:
+                try:
+                    plan = self._plan(store, root)
+                except SyncError as exc:
+                    fail(str(exc))
+                if self.as_json:
+                    typer.echo(render.dumps(plan_json(plan)))
+                else:
+                    for doc in plan.add:
+                        typer.echo(f"add      {doc.document_id}")
+                    for doc in plan.replace:
+                        typer.echo(f"replace  {doc.document_id}")
+                    for rel in sorted(plan.forget):
+                        typer.echo(f"forget   {rel}")
+                for problem in plan.problems:
+                    _say(f"mem: warning: skipped {problem.line()}")
+                _say(
+                    f"dry run of {root}: would add {len(plan.add)}, replace "
+                    f"{len(plan.replace)}, forget {len(plan.forget)}; {len(plan.unchanged)} "
+                    "unchanged"
+                )
+        finally:
+            self.close()
+
+    def sync_all(self, roots: list[Path], watching: bool = False) -> int:
+        """Sync each root; returns 1 when a root failed or a file was skipped, else 0."""
+        from memcli.sources.sync import SyncError, check_root
+
+        if not watching:
+            for root in roots:  # before a store is made or anything forgotten
+                try:
+                    check_root(root)
+                except SyncError as exc:
+                    fail(str(exc))
+        code = 0
+        for root in roots:
+            if self.interrupted:
+                break
+            try:
+                code |= self._sync_one(root)
+            except SyncError as exc:
+                if not watching:
+                    self.close()
+                    fail(str(exc))
+                _say(f"mem: error: {exc}")
+                code = 1
+        return code
+
+    def _sync_one(self, root: Path) -> int:
+        from memcli import progress as progress_mod
+        from memcli import render
+        from memcli.cliutil import load_bank_embedder_or_fail
+        from memcli.retain import RetainError
+        from memcli.sources.sync import run_sync
+        from memcli.store import StoreError
+
+        store = self._open(write=True)
+        plan = self._plan(store, root)
+        if store is None and (plan.add or plan.replace):
+            store = self._open(write=True, create=True)
+            plan = self._plan(store, root)  # as planned, now against the store
+        for problem in plan.problems:
+            _say(f"mem: warning: skipped {problem.line()}")
+        if store is None:
+            from memcli.sources.sync import SyncReport
+
+            report = SyncReport(plan=plan)
+        else:
+            if (plan.add or plan.replace) and self.model is None:
+                sample = [i.text for d in (*plan.add, *plan.replace) for i in d.items][:200]
+                self.model = load_bank_embedder_or_fail(
+                    store, state.bank, self.embedder_flag, sample
+                )
+            bar_ctx = progress_mod.bar(plan.items(), f"syncing {root}")
+            advance = bar_ctx.__enter__()
+            try:
+                report = run_sync(store, state.bank, plan, lambda: self.model, progress=advance)
+            except (StoreError, RetainError) as exc:
+                bar_ctx.__exit__(None, None, None)
+                self.close()
+                fail(str(exc))
+            bar_ctx.__exit__(None, None, None)
+        if self.as_json:
+            typer.echo(render.dumps(report.to_json()))
+        _say(report.line())
+        if report.interrupted:
+            self.interrupted = True
+        return 1 if plan.problems else 0
+
+    def watch(self, roots: list[Path]) -> None:
+        from memcli.sources.sync import watch_changes
+
+        keys = [(root, root.resolve()) for root in roots]
+        _say(f"watching {', '.join(map(str, roots))} for changes (Ctrl-C to stop)")
+        try:
+            for changed in watch_changes([k for _, k in keys], Path(state.db).expanduser()):
+                affected = [
+                    root
+                    for root, key in keys
+                    if any(path == key or key in path.parents for path in changed)
+                ]
+                self.sync_all(affected, watching=True)
+                sys.stderr.flush()
+                if self.interrupted:
+                    self.close()
+                    exit_interrupted()
+        except KeyboardInterrupt:
+            self.close()
+            _say("stopped watching")
+            raise typer.Exit(0) from None
+        self.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sync")(sync)
