@@ -139,7 +139,7 @@ def check_globs(globs: Sequence[str]) -> Any:
     for g in globs:
         if not g.strip():
             raise SyncError("--glob is empty")
-    return pathspec.PathSpec.from_lines("gitwildmatch", list(globs))
+    return pathspec.GitIgnoreSpec.from_lines(list(globs))
 
 
 def _ignore_spec(folder: Path) -> list[Any]:
@@ -365,13 +365,23 @@ def watch_changes(
 
     store = store_path.resolve()
     own = {str(store), *(f"{store}{end}" for end in ("-wal", "-shm", "-journal"))}
+    bases = [Path(r) for r in roots]
+
+    def hidden(path: str) -> bool:
+        """Whether a path is one a sync never reads (a hidden file or folder under a root,
+        such as .obsidian/workspace.json or the store's own staging files)."""
+        here = Path(path)
+        for base in bases:
+            if here == base or base in here.parents:
+                parts = here.relative_to(base).parts
+                if parts and parts[-1] in IGNORE_FILES:
+                    parts = parts[:-1]
+                return any(part.startswith(".") for part in parts)
+        return False
 
     class Filter(watchfiles.DefaultFilter):
         def __call__(self, change: Any, path: str) -> bool:
-            if path in own or not super().__call__(change, path):
-                return False
-            name = os.path.basename(path)
-            return not name.startswith(".") or name in IGNORE_FILES
+            return path not in own and super().__call__(change, path) and not hidden(path)
 
     for changes in watchfiles.watch(
         *[str(r) for r in roots], watch_filter=Filter(), stop_event=stop_event
