@@ -330,7 +330,11 @@ def retain(
     try:
         sources: dict[str, Any] = {}
         if file_docs and not append and supersedes is None:
-            items, sources = _unchanged_files_left_out(store, items, file_docs)
+            from memcli.sources.documents import leave_out_unchanged
+
+            items, sources, same = leave_out_unchanged(store, state.bank, items, file_docs)
+            for label in same:
+                info(f"mem: {label} is as it was retained: skipped")
             if not items:
                 info("nothing new to retain: every file is as it was retained")
                 return
@@ -383,22 +387,6 @@ def retain(
     info(summary.line())
     if summary.interrupted:
         exit_interrupted()
-
-
-def _unchanged_files_left_out(store: Any, items: list[Any], file_docs: list[Any]) -> tuple:
-    """(the items without those of files retained before as they are, the source of each
-    file document: recorded with it). Says which files it skips."""
-    from memcli.sources.documents import merged_by_document, split_by_change
-
-    from_files = {id(item) for doc in file_docs for item in doc.items}
-    others = {i.document_id for i in items if id(i) not in from_files and i.document_id}
-    docs = [d for d in merged_by_document(file_docs, others) if d.document_id is not None]
-    _, _, same = split_by_change(store, state.bank, [d for d in docs if d.source_hash])
-    unchanged = {d.document_id for d in same}
-    for doc in same:
-        info(f"mem: {doc.label} is as it was retained: skipped")
-    sources = {d.document_id: (d.source_hash, None) for d in docs if d.source_hash}
-    return [i for i in items if i.document_id not in unchanged], sources
 
 
 # --------------------------------------------------------------------------------------------

@@ -331,9 +331,8 @@ def with_mentions(names: list[str], text: str, mentions: dict[str, str | None]) 
     if not mentions:
         return names
     out = list(names)
-    lowered = text.lower()
     for entity, words in mentions.items():
-        if words is not None and words.lower() not in lowered:
+        if words is not None and not re.search(rf"(?<!\w){re.escape(words)}(?!\w)", text, re.I):
             continue
         spoken = (words or entity).lower()
         out = [n for n in out if n.lower() != spoken]

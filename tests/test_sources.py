@@ -367,10 +367,11 @@ def test_sync_watch_follows_changes_and_stops_cleanly_on_ctrl_c(db_path, tmp_pat
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not db_path.exists():
-            time.sleep(0.1)
-        time.sleep(0.5)  # the watcher starts after the first sync
+        deadline = time.monotonic() + 120
+        line = proc.stderr.readline()
+        while line and "watching" not in line:  # the first sync is done, the watcher live
+            line = proc.stderr.readline()
+        assert "first.md" in documents(db_path)
         (root / "second.md").write_text("The second note, written while watched.\n")
         found = False
         while time.monotonic() < deadline and not found:

@@ -166,8 +166,9 @@ class _Runner:
         finally:
             self.close()
 
-    def sync_all(self, roots: list[Path], watching: bool = False) -> int:
-        """Sync each root; returns 1 when a root failed or a file was skipped, else 0."""
+    def sync_all(self, roots: list[Path], watching: bool = False, quiet: bool = False) -> int:
+        """Sync each root; returns 1 when a root failed or a file was skipped, else 0.
+        quiet: say nothing of a root where nothing changed."""
         from memcli.sources.sync import SyncError, check_root
 
         if not watching:
@@ -181,7 +182,7 @@ class _Runner:
             if self.interrupted:
                 break
             try:
-                code |= self._sync_one(root)
+                code |= self._sync_one(root, quiet)
             except SyncError as exc:
                 if not watching:
                     self.close()
@@ -190,7 +191,7 @@ class _Runner:
                 code = 1
         return code
 
-    def _sync_one(self, root: Path) -> int:
+    def _sync_one(self, root: Path, quiet: bool = False) -> int:
         from memcli import progress as progress_mod
         from memcli import render
         from memcli.cliutil import load_bank_embedder_or_fail
@@ -200,6 +201,8 @@ class _Runner:
 
         store = self._open(write=True)
         plan = self._plan(store, root)
+        if quiet and not (plan.add or plan.replace or plan.forget or plan.problems):
+            return 0
         if store is None and (plan.add or plan.replace):
             store = self._open(write=True, create=True)
             plan = self._plan(store, root)  # as planned, now against the store
@@ -235,9 +238,14 @@ class _Runner:
         from memcli.sources.sync import watch_changes
 
         keys = [(root, root.resolve()) for root in roots]
-        _say(f"watching {', '.join(map(str, roots))} for changes (Ctrl-C to stop)")
+        live = False
         try:
             for changed in watch_changes([k for _, k in keys], Path(state.db).expanduser()):
+                if not live:
+                    # The watcher is live: what changed during the first sync is synced now.
+                    live = True
+                    self.sync_all(roots, watching=True, quiet=True)
+                    _say(f"watching {', '.join(map(str, roots))} for changes (Ctrl-C to stop)")
                 affected = [
                     root
                     for root, key in keys

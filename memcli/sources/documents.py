@@ -298,3 +298,19 @@ def merged_by_document(docs: Sequence[SourceDocument], other_ids: set[str]) -> l
         if doc_id in other_ids:
             doc.source_hash = None
     return [*out.values(), *loose]
+
+
+def leave_out_unchanged(
+    store: Store, bank: str, items: list[RetainItem], file_docs: Sequence[SourceDocument]
+) -> tuple[list[RetainItem], dict[str, tuple[str | None, str | None]], list[str]]:
+    """For `mem retain --file`: (the call's items without those of documents retained
+    before from the same files, the source of each file document to record with it, the
+    files left out)."""
+    from_files = {id(item) for doc in file_docs for item in doc.items}
+    others = {i.document_id for i in items if id(i) not in from_files and i.document_id}
+    docs = [d for d in merged_by_document(file_docs, others) if d.document_id is not None]
+    _, _, same = split_by_change(store, bank, [d for d in docs if d.source_hash])
+    unchanged = {d.document_id for d in same}
+    sources = {d.document_id: (d.source_hash, None) for d in docs if d.document_id}
+    kept = [i for i in items if i.document_id not in unchanged]
+    return kept, sources, [d.label for d in same]

@@ -358,9 +358,10 @@ def watch_changes(
     roots: Sequence[Path], store_path: Path, stop_event: Any = None
 ) -> Iterator[set[Path]]:
     """The paths that changed under the roots, a set per burst of changes (watchfiles
-    groups the events of a burst: an editor's save is several). Changes to the store's own
-    files and to hidden paths (other than ignore files) are not reported. Ctrl-C raises
-    KeyboardInterrupt."""
+    groups the events of a burst: an editor's save is several). The first set, empty or
+    not, comes once the watcher is live: a change made before it (during a first sync) is
+    caught by syncing again then. Changes to the store's own files and to hidden paths
+    (other than ignore files) are not reported. Ctrl-C raises KeyboardInterrupt."""
     import watchfiles
 
     store = store_path.resolve()
@@ -383,7 +384,16 @@ def watch_changes(
         def __call__(self, change: Any, path: str) -> bool:
             return path not in own and super().__call__(change, path) and not hidden(path)
 
+    ready = False
     for changes in watchfiles.watch(
-        *[str(r) for r in roots], watch_filter=Filter(), stop_event=stop_event
+        *[str(r) for r in roots],
+        watch_filter=Filter(),
+        stop_event=stop_event,
+        # Wakes every quarter second when idle: the first wake says the watcher is live.
+        rust_timeout=250,
+        yield_on_timeout=True,
     ):
+        if not changes and ready:
+            continue
+        ready = True
         yield {Path(p) for _, p in changes}
