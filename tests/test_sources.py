@@ -633,3 +633,47 @@ def test_a_malformed_import_leaves_a_store_as_it_was(db_path, tmp_path):
         "[1].mapping.u2.message.author.role: must be a string",
     )
     assert [f["text"] for f in facts(db_path)] == ["The spare key is under the blue pot."]
+
+
+def test_a_subfolder_that_cannot_be_listed_keeps_its_documents(tmp_path):
+    """A subfolder sync cannot list (permissions) is not a deleted one: its files'
+    documents stay. Root reads every folder, so as root the sync runs as nobody."""
+    import shutil
+    import tempfile
+
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: cannot make a folder unreadable")
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # not under pytest's root-only tmp folder
+    try:
+        base.chmod(0o755)
+        root, store = base / "vault", base / "store"
+        (root / "sub").mkdir(parents=True)
+        store.mkdir()
+        (root / "a.md").write_text("The attic key hangs by the door.\n")
+        (root / "sub" / "b.md").write_text("The cellar key is in the blue jar.\n")
+        (root / "c.md").write_text("The shed key is lost.\n")
+        db = store / "mem.db"
+        ok(mem(db, "sync", str(root)))
+        (root / "a.md").unlink()
+        (root / "sub").chmod(0)
+        if as_user:
+            for path in [store, *store.iterdir()]:
+                os.chown(path, 65534, 65534)
+        r = subprocess.run(
+            [*as_user, MEM, "--db", str(db), "sync", str(root)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HOME": str(base)},
+        )
+        assert r.returncode == 1, r.stderr
+        assert "sub/b.md: its folder could not be read: document kept" in r.stderr
+        assert "1 forgotten" in r.stderr  # a.md, which is gone
+        (root / "sub").chmod(0o755)
+        assert set(documents(db)) == {"sub/b.md", "c.md"}
+    finally:
+        if (base / "vault" / "sub").exists():
+            (base / "vault" / "sub").chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
