@@ -677,3 +677,26 @@ def test_a_subfolder_that_cannot_be_listed_keeps_its_documents(tmp_path):
         if (base / "vault" / "sub").exists():
             (base / "vault" / "sub").chmod(0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_dry_run_reads_a_store_of_the_schema_before_sources_without_upgrading_it(
+    db_path, tmp_path
+):
+    ok(mem(db_path, "retain", "An older note.", "--document", "a.md"))
+    conn = apsw.Connection(str(db_path))
+    conn.execute(
+        "DROP INDEX documents_sync_root; ALTER TABLE documents DROP COLUMN sync_root; "
+        "ALTER TABLE documents DROP COLUMN source_hash; PRAGMA user_version = 8"
+    )
+    conn.close()
+    root = tmp_path / "vault"
+    root.mkdir()
+    (root / "b.md").write_text("A new note.\n")
+    r = mem(db_path, "sync", str(root), "--dry-run")
+    ok(r)
+    assert r.stdout.splitlines() == ["add      b.md"]
+    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+    conn.close()
+    ok(mem(db_path, "sync", str(root)))  # a sync upgrades it, as any write does
+    assert set(documents(db_path)) == {"a.md", "b.md"}

@@ -218,15 +218,13 @@ class _Runner:
                 self.model = load_bank_embedder_or_fail(
                     store, state.bank, self.embedder_flag, sample
                 )
-            bar_ctx = progress_mod.bar(plan.items(), f"syncing {root}")
-            advance = bar_ctx.__enter__()
+            # The bar is closed before an error is printed, so the message has its own line.
             try:
-                report = run_sync(store, state.bank, plan, lambda: self.model, progress=advance)
+                with progress_mod.bar(plan.items(), f"syncing {root}") as advance:
+                    report = run_sync(store, state.bank, plan, lambda: self.model, progress=advance)
             except (StoreError, RetainError) as exc:
-                bar_ctx.__exit__(None, None, None)
                 self.close()
                 fail(str(exc))
-            bar_ctx.__exit__(None, None, None)
         if self.as_json:
             typer.echo(render.dumps(report.to_json()))
         _say(report.line())

@@ -25,8 +25,17 @@ class DocumentSource:
     sync_root: str | None
 
 
+# The schema version that added documents.source_hash and sync_root (schema.py V9).
+SOURCES_VERSION = 9
+
+
 class SourcesMixin:
     conn: Any
+
+    def _knows_sources(self) -> bool:
+        """False for a file opened read-only at an older schema (`--dry-run`, which does not
+        upgrade it): none of its documents has a known source yet."""
+        return getattr(self, "version_at_open", SOURCES_VERSION) >= SOURCES_VERSION
 
     def set_document_source(
         self, document_row: int, source_hash: str | None, sync_root: str | None
@@ -39,9 +48,10 @@ class SourcesMixin:
     def document_sources(self, bank_id: int, external_ids: Sequence[str]) -> dict[str, Any]:
         """The bank's documents with these ids: external id -> DocumentSource."""
         out: dict[str, DocumentSource] = {}
+        columns = "source_hash, sync_root" if self._knows_sources() else "NULL, NULL"
         for batch in batched(list(external_ids)):
             for row, external_id, source_hash, sync_root in self.conn.execute(
-                "SELECT id, external_id, source_hash, sync_root FROM documents "
+                f"SELECT id, external_id, {columns} FROM documents "
                 f"WHERE bank_id = ? AND external_id IN ({marks(len(batch))})",
                 (bank_id, *batch),
             ):
@@ -50,6 +60,8 @@ class SourcesMixin:
 
     def synced_documents(self, bank_id: int, sync_root: str) -> dict[str, Any]:
         """Every document of the bank that a sync of this folder made: id -> DocumentSource."""
+        if not self._knows_sources():
+            return {}
         return {
             external_id: DocumentSource(row, external_id, source_hash, root)
             for row, external_id, source_hash, root in self.conn.execute(
