@@ -119,6 +119,18 @@ def test_retaining_the_same_file_again_is_no_new_memory_and_an_edit_replaces_it(
     assert sorted(f["document_id"] for f in facts(db_path)) == sorted(
         ["priya", str(note.resolve())]
     )
+    # two files given one --document are one document, skipped only when both are as they were
+    other = tmp_path / "porto.txt"
+    other.write_text("Porto has the best custard tarts.\n")
+    args = ("retain", "--file", str(note), "--file", str(other), "--document", "both")
+    ok(mem(db_path, *args))
+    assert "as it was retained: skipped" in mem(db_path, *args).stderr
+    other.write_text("Porto has the best bookshops.\n")
+    assert "1 documents replaced" in mem(db_path, *args).stderr
+    assert documents(db_path)["both"] == [
+        "Porto has the best bookshops.",
+        "Priya moved to Braga in 2026.",
+    ]
 
 
 def test_a_folder_given_to_retain_names_sync(db_path, tmp_path):
