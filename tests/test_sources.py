@@ -712,3 +712,39 @@ def test_a_dry_run_reads_a_store_of_the_schema_before_sources_without_upgrading_
     conn.close()
     ok(mem(db_path, "sync", str(root)))  # a sync upgrades it, as any write does
     assert set(documents(db_path)) == {"a.md", "b.md"}
+
+
+def test_an_openmemory_export_zip_imports_its_memories(db_path, tmp_path):
+    """OpenMemory's export: a zip holding memories.json (its relational dump) and
+    memories.jsonl.gz."""
+    import gzip
+    import zipfile
+
+    memories = [
+        {"id": "m1", "user_id": "u-1", "app_id": "a-1", "content": "Prefers window seats",
+         "metadata": {}, "state": "active", "created_at": "2025-02-01T08:00:00+00:00",
+         "updated_at": "2025-02-01T08:00:00+00:00", "archived_at": None, "deleted_at": None,
+         "category_ids": ["c-1"]},
+        {"id": "m2", "user_id": "u-1", "app_id": "a-1", "content": "An old address",
+         "metadata": {}, "state": "deleted", "created_at": "2025-01-01T08:00:00+00:00",
+         "updated_at": None, "archived_at": None, "deleted_at": "2025-01-05T08:00:00+00:00",
+         "category_ids": []},
+    ]  # fmt: skip
+    dump = {
+        "user": {"id": "u-1", "user_id": "alex", "name": "Alex", "email": None},
+        "apps": [{"id": "a-1", "name": "cursor"}],
+        "categories": [{"id": "c-1", "name": "travel", "description": None}],
+        "memories": memories,
+        "memory_categories": [{"memory_id": "m1", "category_id": "c-1"}],
+        "status_history": [],
+        "access_controls": [],
+        "export_meta": {"version": "1"},
+    }
+    path = tmp_path / "memories_export_alex.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("memories.json", json.dumps(dump, indent=2))
+        zf.writestr("memories.jsonl.gz", gzip.compress(b"{}\n"))
+    ok(mem(db_path, "import", "--from", "mem0", str(path)))
+    (fact,) = facts(db_path)
+    assert fact["text"] == "Prefers window seats" and fact["tags"] == ["travel"]
+    assert fact["document_id"] == "mem0/alex" and fact["mentioned_at"] == "2025-02-01T08:00:00"

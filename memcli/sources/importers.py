@@ -108,6 +108,17 @@ def _lines(data: bytes, name: str) -> list[tuple[int, Any]]:
     return out
 
 
+def _json_lines(data: bytes) -> bool:
+    """Whether data is JSON lines (objects one after another), not one JSON value."""
+    try:
+        json.loads(data.decode("utf-8-sig", errors="replace"))
+    except json.JSONDecodeError as exc:
+        return exc.msg == "Extra data" and data.lstrip()[:1] == b"{"
+    except (ValueError, RecursionError):
+        return False
+    return False
+
+
 class _Bad(ValueError):
     """A malformed value at a place (made into ImportFormatError with the file's name)."""
 
@@ -335,8 +346,7 @@ def _mem0(data: bytes, name: str) -> list[SourceDocument]:
     raw = _unpacked(data, ("memories.json",), name)
     user: str | None = None
     categories: dict[str, str] = {}
-    stripped = raw.lstrip()
-    if stripped[:1] == b"{" and b"\n{" in stripped.rstrip():  # memories.jsonl(.gz): a line each
+    if _json_lines(raw):  # OpenMemory's memories.jsonl(.gz): a memory a line
         records = [(f"line {n}", obj) for n, obj in _lines(raw, name)]
     else:
         obj = _json(raw, name)
