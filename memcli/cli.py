@@ -137,8 +137,33 @@ def _read_bytes(path: Path) -> tuple[bytes, str]:
         fail(f"{path} is the store itself (or its log), not input to read")
     try:
         return path.read_bytes(), str(path)
+    except IsADirectoryError:
+        fail(f"{path} is a folder: `mem sync {path}` keeps a folder and the bank in step")
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror}")
+
+
+def _file_document(
+    path: Path, defaults: dict[str, Any], document: str | None, supersedes: int | None
+) -> Any:
+    """A --file as a document (memcli/sources/documents.py): its resolved path is its
+    document unless --document names one (a correction, --supersedes, has none)."""
+    from memcli.retain import RetainError
+    from memcli.sources.documents import file_document
+    from memcli.sources.markdown import NoteError
+
+    data, name = _read_bytes(path)
+    try:
+        body = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        fail(f"{name} is not UTF-8 text (bad byte at offset {exc.start})")
+    doc_id = document
+    if doc_id is None and supersedes is None:
+        doc_id = str(path.resolve())
+    try:
+        return file_document(str(path), data, body, defaults, doc_id)
+    except (NoteError, RetainError) as exc:
+        fail(str(exc))
 
 
 def _read_text_file(path: Path) -> str:
@@ -238,10 +263,16 @@ def retain(
                 texts.append((_read_text_file(Path("-")), None))
             else:
                 texts.append((" ".join(text), None))
+        file_docs = []
         for path in file or []:
-            texts.append((_read_text_file(path), str(path)))
+            if str(path) == "-":
+                texts.append((_read_text_file(path), str(path)))
+            else:
+                file_docs.append(_file_document(path, defaults, document, supersedes))
         for body, origin in texts:
             items.append(items_from_text(body, origin, defaults))
+        for doc in file_docs:
+            items.extend(doc.items)
         for path in jsonl or []:
             if not path:
                 fail("--jsonl needs a file path, or - for stdin", 2)
@@ -268,6 +299,7 @@ def retain(
     with errors(), progress_mod.bar(len(items), "retaining") as advance:
         result = memory.retain(
             items=items,
+            documents=file_docs,
             supersedes=supersedes,
             append=append,
             hints=as_json,
@@ -275,6 +307,11 @@ def retain(
             progress=advance,
         )
     memory.close()
+    for label in result.unchanged:
+        info(f"mem: {label} is as it was retained: skipped")
+    if result.unchanged and not result.summary.items:
+        info("nothing new to retain: every file is as it was retained")
+        return
     if as_json:
         echo_after_commit(render.dumps(result.to_json()), result.line())
     if result.warning:

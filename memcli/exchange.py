@@ -35,7 +35,7 @@ import apsw
 from memcli.display import has_visible_text
 from memcli.labels import bank_name_problem
 from memcli.lifecycle import LifecycleError, embedding_text
-from memcli.retain import RetainError, check_json_value
+from memcli.retain import RetainError, check_json_value, section_of
 from memcli.store import (
     FACT_TYPES,
     ID_LIMIT,
@@ -455,6 +455,7 @@ def _embed_ahead(
                     rec["occurred_start"],
                     rec["occurred_end"],
                     rec["fts_lead_in"],
+                    section_of(rec["metadata"]),
                     [spellings[eid] for eid in rec["entities"]],
                 )
             )

@@ -510,11 +510,13 @@ def embedding_text(
     occurred_start: str | None,
     occurred_end: str | None,
     lead_in: str | None,
+    section: str | None,
     spellings: Sequence[Sequence[str]],
 ) -> str:
     """What retain embedded for a stored fact, rebuilt from the store: the same text, time
-    phrase and lead-in; an entity is named in brackets only when none of its spellings is
-    in the text (retain named the extracted spans, which are in the text)."""
+    phrase, section (metadata "section") and lead-in (for a fact with a section, the
+    indexed lead-in is that section); an entity is named in brackets only when none of its
+    spellings is in the text (retain named the extracted spans, which are in the text)."""
     from memcli.retain import embed_text
     from memcli.timeparse import TimeSpan
 
@@ -524,7 +526,11 @@ def embedding_text(
         span = TimeSpan(start, datetime.fromisoformat(occurred_end) if occurred_end else start)
     lowered = text.lower()
     names = [names[0] for names in spellings if not any(n.lower() in lowered for n in names if n)]
-    return embed_text(text, context, span, names, _unindex(lead_in) if lead_in else None)
+    if section is not None:
+        lead_in = None
+    return embed_text(
+        text, context, span, names, _unindex(lead_in) if lead_in else None, section or None
+    )
 
 
 def _unindex(indexed: str) -> str:

@@ -221,6 +221,10 @@ class Memory:
             raise _usage(problem, field)
         return bank
 
+    def require_bank_name(self, bank: str) -> str:
+        """A bank name checked (it need not exist yet)."""
+        return self._bank_name(bank)
+
     def _bank(self, bank: str | None) -> str:
         return self.bank if bank is None else self._bank_name(bank)
 
@@ -240,6 +244,7 @@ class Memory:
         source_id: str | None = None,
         supersedes: int | None = None,
         append: bool = False,
+        documents: Sequence[Any] = (),
         bank: str | None = None,
         hints: bool = True,
         invalid: int = 0,
@@ -306,9 +311,19 @@ class Memory:
                 raise MemError(f"no fact {supersedes} in bank {bank!r}; nothing stored")
             model = self.embedder_for(None, bank, texts)
         with self.store(create=True) as store:
-            return self._retain_into(
-                store, bank, batch, model, supersedes, append, hints, invalid, progress
+            sources: dict[str, Any] = {}
+            unchanged: list[str] = []
+            if documents and not append and supersedes is None:
+                from memcli.sources.documents import leave_out_unchanged
+
+                batch, sources, unchanged = leave_out_unchanged(store, bank, batch, documents)
+                if not batch:
+                    return RetainResult.nothing(unchanged)
+            result = self._retain_into(
+                store, bank, batch, model, supersedes, append, hints, invalid, progress, sources
             )
+            result.unchanged = unchanged
+            return result
 
     def item_defaults(
         self,
@@ -361,6 +376,7 @@ class Memory:
         hints: bool,
         invalid: int,
         progress: Callable[[int], None] | None,
+        sources: dict[str, Any] | None = None,
     ) -> RetainResult:
         from memcli import lifecycle
         from memcli.models.choice import language_warning
@@ -370,7 +386,9 @@ class Memory:
         if model is None or store.bank_id(bank) is not None:
             # (a bank another process made meantime has its own embedder)
             model = self.embedder_for(store, bank, texts)
-        retainer = Retainer(store, bank, model, keep_stored=True, append=append)
+        retainer = Retainer(
+            store, bank, model, keep_stored=True, append=append, document_sources=sources
+        )
         retainer.summary.invalid = invalid
         if supersedes is None:
             summary = retainer.retain(batch, progress)
@@ -394,6 +412,99 @@ class Memory:
             # The older facts each new one may correct (a hint: `correct` acts).
             lifecycle.note_possible_supersessions(store, bank, summary.stored)
         return RetainResult.of(summary, language_warning(model, texts, bank))
+
+    # -- documents: files, folders, other tools' histories --------------------------------
+
+    def retain_documents(
+        self,
+        documents: Sequence[Any],
+        *,
+        bank: str | None = None,
+        progress: Callable[[int], None] | None = None,
+        on_total: Callable[[int], None] | None = None,
+    ) -> Any:
+        """Retain whole documents (memcli.sources.documents SourceDocument: a file, a
+        conversation of an imported history): a document retained before from the same
+        source is left out, a changed one replaced whole. `on_total` is told how many items
+        will be retained before the first is. Every item is checked before anything is
+        written (or a store made). Returns memcli.sources.documents.DocumentsReport."""
+        from memcli.retain import RetainError, check_item
+        from memcli.sources.documents import retain_documents, split_by_change
+
+        bank = self._bank(bank)
+        for doc in documents:
+            for item in doc.items:
+                try:
+                    check_item(item)
+                except RetainError as exc:
+                    raise RetainError(f"{doc.label}: {exc}") from None
+        with self.store(create=True) as store:
+            new, changed, _ = split_by_change(store, bank, documents)
+            todo = [i for d in (*new, *changed) for i in d.items]
+            if on_total:
+                on_total(len(todo))
+            sample = [i.text for i in todo[:200]]
+            return retain_documents(
+                store,
+                bank,
+                documents,
+                lambda: self.embedder_for(store, bank, sample),
+                progress=progress,
+            )
+
+    def plan_sync(
+        self,
+        root: str | os.PathLike[str],
+        globs: Sequence[str] | None = None,
+        *,
+        allow_empty: bool = False,
+        bank: str | None = None,
+    ) -> Any:
+        """What a sync of the folder `root` would add, replace and forget (nothing is
+        written): memcli.sources.sync.SyncPlan. The store's own files are never notes."""
+        from memcli.paths import is_store_file
+        from memcli.sources.sync import DEFAULT_GLOBS, check_root, plan_sync
+
+        bank = self._bank(bank)
+        folder = check_root(Path(root))
+        options = {
+            "skip": lambda path: is_store_file(path, self.db),
+            "allow_empty": allow_empty,
+        }
+        if not self.exists():
+            return plan_sync(None, bank, folder, list(globs or DEFAULT_GLOBS), **options)
+        with self.store(readonly=True) as store:
+            return plan_sync(store, bank, folder, list(globs or DEFAULT_GLOBS), **options)
+
+    def sync(
+        self,
+        plan: Any,
+        *,
+        bank: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> Any:
+        """Carry out a plan_sync plan: forget the documents of files that are gone (one
+        transaction), then retain the new and changed files whole. A plan made before the
+        store existed is made again against it. Returns memcli.sources.sync.SyncReport."""
+        from memcli.sources.sync import SyncReport, run_sync
+
+        bank = self._bank(bank)
+        if not (plan.add or plan.replace):
+            if not self.exists():
+                return SyncReport(plan=plan)
+        elif not self.exists():
+            with self.store(create=True):
+                pass
+            plan = self.plan_sync(plan.root, plan.globs, allow_empty=plan.allow_empty, bank=bank)
+        sample = [i.text for d in (*plan.add, *plan.replace) for i in d.items][:200]
+        with self.store() as store:
+            return run_sync(
+                store,
+                bank,
+                plan,
+                lambda: self.embedder_for(store, bank, sample),
+                progress=progress,
+            )
 
     # -- recall ---------------------------------------------------------------------------
 

@@ -67,7 +67,7 @@ def _write_version_2_file(path, embedder) -> None:
 def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, embedder):
     _write_version_2_file(db_path, embedder)
     with Store(db_path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 8
+        assert store.schema_version() == SCHEMA_VERSION == 9
         assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert {"facts_context", "facts_dedupe"} <= index_names(store)
         bank = store.require_bank("default")

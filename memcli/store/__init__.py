@@ -33,6 +33,7 @@ from memcli.store.links import LinksMixin
 from memcli.store.readers import ReaderPoolMixin
 from memcli.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from memcli.store.search import SearchMixin
+from memcli.store.sources import DocumentSource, SourcesMixin
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
     FACT_TYPES,
@@ -60,6 +61,7 @@ class Store(
     LinksMixin,
     SearchMixin,
     LifecycleMixin,
+    SourcesMixin,
     HealthMixin,
     ReaderPoolMixin,
     StoreBase,
@@ -136,6 +138,7 @@ __all__ = [
     "APPLICATION_ID",
     "BUSY_TIMEOUT_MS",
     "CONTEXTS_AMONG_SQL",
+    "DocumentSource",
     "FACT_TYPES",
     "ID_LIMIT",
     "INT64_MAX",
