@@ -29,31 +29,13 @@ import numpy as np
 
 from memcli.store.search import _id_array, filter_active
 from memcli.store.types import FACT_TYPES, StoreError, batched, marks
+from memcli.store.vector_format import HALF, sign_bits, vector_table_sql
 
 # Candidates read from the bits per result wanted (measured on MiniLM over 30k real sentences):
 # see prefilter_candidates and shortlist_sizes.
 PREFILTER_FACTOR = 4
 PREFILTER_EXTRA = 64
 VEC0_MAX_K = 4096  # sqlite-vec refuses a larger k
-# Float vectors beside the bits are kept in half precision: half the bytes (a 384-dim
-# vector is 768 bytes, five rows to a 4 KB page instead of two), and a cosine moves by
-# about 1e-4, far below any difference recall ranks on.
-HALF = np.dtype("<f2")
-
-
-def vector_table_sql(name: str, dim: int) -> str:
-    """The vec0 table of fact vectors. With a dimension that is a multiple of 8: the sign
-    bits as the indexed vector (bit[dim], Hamming distance) and the float vector as an
-    auxiliary column (a plain rowid table inside vec0, so reading a few hundred of them by id
-    is a b-tree probe each), in half precision. Otherwise the float vector itself (single
-    precision), searched by exact cosine."""
-    head = (
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
-        "fact_id INTEGER PRIMARY KEY, bank_id INTEGER PARTITION KEY, fact_type TEXT, "
-    )
-    if int(dim) % 8 == 0:
-        return head + f"embedding_bits bit[{int(dim)}], +embedding BLOB)"
-    return head + f"embedding float[{int(dim)}] distance_metric=cosine)"
 
 
 def hamming_reach(dim: int, floor: float, margin: float = 4.0) -> int:
@@ -468,12 +450,6 @@ def _ranked_by_cosine(
     cosines = _cosines(scan.floats(rows, conn), query)
     order = np.argsort(-cosines, kind="stable")[:k]
     return list(zip(scan.ids[rows[order]].tolist(), cosines[order].tolist()))
-
-
-def sign_bits(vec: np.ndarray) -> bytes:
-    """The sign bits of a vector exactly as vec0's vec_quantize_binary makes them (element
-    > 0 -> 1, least significant bit first)."""
-    return np.packbits(np.asarray(vec) > 0, bitorder="little").tobytes()
 
 
 class VectorsMixin:
