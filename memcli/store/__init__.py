@@ -15,7 +15,6 @@ from typing import TypeVar
 from memcli.store.banks import BanksMixin, check_bank_name
 from memcli.store.base import (
     StagingFile,
-    StoreBase,
     build_schema,
     is_sqlite_file,
     make_private_folders,
@@ -24,13 +23,14 @@ from memcli.store.base import (
     staging_leftovers,
     staging_path,
 )
+from memcli.store.core import StoreCore
 from memcli.store.documents import DocumentsMixin
 from memcli.store.entities import EntitiesMixin
 from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsMixin
 from memcli.store.health import HealthMixin
 from memcli.store.lifecycle import LifecycleMixin
 from memcli.store.links import LinksMixin
-from memcli.store.readers import ReaderPoolMixin
+from memcli.store.readers import ReaderPool
 from memcli.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from memcli.store.search import SearchMixin
 from memcli.store.types import (
@@ -61,10 +61,54 @@ class Store(
     SearchMixin,
     LifecycleMixin,
     HealthMixin,
-    ReaderPoolMixin,
-    StoreBase,
+    StoreCore,
 ):
     """A connection to one mem store. Use as a context manager; write inside atomic()."""
+
+    def __init__(
+        self, path: str | os.PathLike, *, create: bool = True, readonly: bool = False
+    ) -> None:
+        super().__init__(path, create=create, readonly=readonly)
+        self.on_rollback(self.forget_scans)
+        self.on_close(self.release_staging_locks)
+        # Readers of this store that their users closed, kept for the next reader(); and,
+        # for a reader, the pool it goes back to.
+        self._readers: ReaderPool[Store] = ReaderPool()
+        self._home: ReaderPool[Store] | None = None
+
+    def reader(self) -> Store:
+        """Another connection to the same file for another thread (an arm of recall): a
+        pooled one when there is one. Closing it gives it back to this store's pool."""
+        reader = self._readers.take()
+        if reader is None:
+            reader = Store(self.path, create=False, readonly=self.readonly)
+            reader._home = self._readers
+        return reader
+
+    def close(self) -> None:
+        home = self._home
+        if home is not None and not self.conn.in_transaction and home.give_back(self):
+            return
+        for reader in self._readers.close():
+            reader._home = None
+            reader.close()
+        super().close()
+
+    def abandon(self) -> None:
+        """Close a connection whose file was replaced or deleted under it, without the
+        checkpoint and WAL removal a close does: the -wal and -shm beside the path now
+        belong to the file there, and writing this connection's pages into them would
+        corrupt it."""
+        try:
+            self.skip_checkpoint_on_close()
+        finally:
+            self.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 T = TypeVar("T")

@@ -139,6 +139,12 @@ class BanksMixin:
         self.__dict__.setdefault("_staging_locks", {})[staging] = (fd, lock)
         return staging
 
+    def release_staging_locks(self) -> None:
+        """Let go of every staging bank's lock this connection holds (it closes): a retain
+        cut short leaves its staging bank, which the next writer purges once it is free."""
+        for fd, _ in self.__dict__.pop("_staging_locks", {}).values():
+            os.close(fd)
+
     def release_staging_lock(self, staging_bank: int) -> None:
         """Let go of a staging bank's lock and remove its file (published or discarded)."""
         held = self.__dict__.get("_staging_locks", {}).pop(staging_bank, None)

@@ -594,10 +594,6 @@ class VectorsMixin:
                 out[fid] = self._decode(blob)
         return out
 
-    def _after_rollback(self) -> None:
-        self.forget_scans()
-        super()._after_rollback()  # type: ignore[misc]
-
     def prepare_vector_search(self, bank_id: int) -> BankScan | None:
         """Read the bank's scan now (searches read it on first use anyway): a recall does
         it while its model loads. Returns it, for search_with on another connection."""
