@@ -316,11 +316,8 @@ def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[i
     # before it) or is as close to it as retain's semantic links
     # require of two facts.
     floor = RetainSettings().semantic_link_floor
-    expression = fts.match_expression(fts.query_terms(sel.query))
-    worded = (
-        store.own_words_match([c.fact_id for c in result.results], expression)
-        if expression
-        else set()
+    worded = store.search.own_words_match(
+        [c.fact_id for c in result.results], fts.query_terms(sel.query)
     )
     return [
         c.fact_id

@@ -231,10 +231,10 @@ def test_facts_said_at_an_instant_are_found_by_the_window_as_instants(db_path, b
                     inside = start < w_end and end > w_start
                 if inside:
                     want.add(fid)
-            got = store.fact_ids_in_window(bank, w_start, w_end, None, said)
+            got = store.search.fact_ids_in_window(bank, w_start, w_end, None, said)
             assert len(got) == len(set(got.tolist()))
             assert set(got.tolist()) == want, (w_start, w_end, offset)
-            assert store.in_window_among(ids, w_start, w_end, None, said) == want
+            assert store.search.in_window_among(ids, w_start, w_end, None, said) == want
 
 
 def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare_fact):
@@ -285,7 +285,7 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare
                 for fid, (start, end) in zip(ids, periods)
                 if start < w_end and ((end or start) > w_start if end else start >= w_start)
             }
-            got = store.fact_ids_in_window(bank, w_start, w_end, None)
+            got = store.search.fact_ids_in_window(bank, w_start, w_end, None)
             assert sorted(got) == sorted(want), (w_start, w_end)
         # Every statement it runs reads facts through an index, never the whole table.
         statements: list[tuple[str, tuple]] = []
@@ -295,7 +295,7 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare
             return True
 
         store.conn.exec_trace = trace
-        store.fact_ids_in_window(bank, base, base + 30 * day, None)
+        store.search.fact_ids_in_window(bank, base, base + 30 * day, None)
         store.conn.exec_trace = None
         plans = [
             " ".join(r[-1] for r in store.conn.execute("EXPLAIN QUERY PLAN " + q, args))
@@ -339,8 +339,8 @@ def test_keyword_search_returns_the_banks_best_matches(db_path, bare_fact, case)
         for n in range(others):
             bare_fact(store, theirs, 100 + n, vec, DAY, text="apple " * 6)
     with Store(db_path) as store:
-        rows = store.keyword_search(
-            mine, '"apple"', (1.0, 0.5, 0.75, 0.3), FactFilter(types=types), limit=3
+        rows = store.search.keyword_search(
+            mine, ["apple"], (1.0, 0.5, 0.75, 0.3), FactFilter(types=types), limit=3
         )
     assert [apples.get(fid) for fid, _ in rows] == expected
     scores = [score for _, score in rows]

@@ -471,7 +471,7 @@ def test_nearest_in_a_window_is_the_same_probed_or_listed(hourly_store, case, mo
     start, end = DAY + timedelta(hours=20_000 * lo), DAY + timedelta(hours=20_000 * hi)
     flt = FactFilter(types, None, "any")
     checked = []
-    check = store.in_window_among
+    check = store.search.in_window_among
     monkeypatch.setattr(
         store, "in_window_among", lambda ids, *a: checked.append(1) or check(ids, *a)
     )
@@ -481,7 +481,7 @@ def test_nearest_in_a_window_is_the_same_probed_or_listed(hourly_store, case, mo
         assert bool(checked) == probes
         listed, _ = store.nearest_in_window(bank, query, start, end, flt, 5, probe=False)
         assert got == listed
-        inside = store.fact_ids_in_window(bank, start, end, flt)
+        inside = store.search.fact_ids_in_window(bank, start, end, flt)
         # listed unfiltered and checked on the picks: the same as filtering first
         assert listed == store.nearest_among(bank, query, inside, 5)
         assert len(got) == min(5, len(inside))
@@ -609,7 +609,7 @@ def test_a_listed_window_keeps_only_valid_facts_as_filtering_first_did(db_path):
         for query in rng.standard_normal((4, 64)).astype(np.float32):
             for k in (5, 60):
                 got, how = store.nearest_in_window(bank, query, start, end, flt, k, probe=False)
-                inside = store.fact_ids_in_window(bank, start, end, flt)
+                inside = store.search.fact_ids_in_window(bank, start, end, flt)
                 assert "listed" in how
                 assert got == store.nearest_among(bank, query, inside, k)
                 assert len(got) == k and not {f for f, _ in got} & set(closed)
@@ -627,7 +627,7 @@ def test_a_strict_filter_on_a_listed_window_checks_a_bounded_number_of_facts(
 
     store, bank, queries = hourly_store
     checked: list[int] = []
-    check = store.filter_facts
+    check = store.search.filter_facts
     monkeypatch.setattr(
         store, "filter_facts", lambda ids, *a: checked.append(len(ids)) or check(ids, *a)
     )
@@ -637,6 +637,6 @@ def test_a_strict_filter_on_a_listed_window_checks_a_bounded_number_of_facts(
         checked.clear()
         got, how = store.nearest_in_window(bank, query, start, end, flt, 5, probe=False)
         assert sum(checked) <= 2 * prefilter_candidates(5)
-        inside = store.fact_ids_in_window(bank, start, end, flt)
+        inside = store.search.fact_ids_in_window(bank, start, end, flt)
         assert got == store.nearest_among(bank, query, inside, 5)
         assert len(got) == min(5, len(inside))

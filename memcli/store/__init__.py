@@ -32,7 +32,7 @@ from memcli.store.lifecycle import LifecycleMixin
 from memcli.store.links import LinksMixin
 from memcli.store.readers import ReaderPool
 from memcli.store.schema import APPLICATION_ID, SCHEMA_VERSION
-from memcli.store.search import SearchMixin
+from memcli.store.search import SearchPart
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
     FACT_TYPES,
@@ -58,7 +58,6 @@ class Store(
     EntitiesMixin,
     VectorsMixin,
     LinksMixin,
-    SearchMixin,
     LifecycleMixin,
     HealthMixin,
     StoreCore,
@@ -69,6 +68,7 @@ class Store(
         self, path: str | os.PathLike, *, create: bool = True, readonly: bool = False
     ) -> None:
         super().__init__(path, create=create, readonly=readonly)
+        self.search = SearchPart(self)
         self.on_rollback(self.forget_scans)
         self.on_close(self.release_staging_locks)
         # Readers of this store that their users closed, kept for the next reader(); and,

@@ -372,7 +372,7 @@ def _worth_probing(
     if decisive >= total:
         return True
     lo, hi = (start, end) if said is None else (min(start, said[0]), max(end, said[1]))
-    return store.facts_starting_in(bank_id, lo, hi, decisive) >= decisive
+    return store.search.facts_starting_in(bank_id, lo, hi, decisive) >= decisive
 
 
 def _blocked(
@@ -747,7 +747,7 @@ class VectorsMixin:
         fewer than needed of those pass (a filter the window's facts mostly fail), the
         window is listed with the filter, as before. Either way the picks are those of
         filtering first: the first of the passing rows in (distance, row) order."""
-        ids = self.fact_ids_in_window(bank_id, start, end, None, said)  # type: ignore[attr-defined]
+        ids = self.search.fact_ids_in_window(bank_id, start, end, None, said)
         scan = self._bank_scan(bank_id)
         want = prefilter_candidates(k)
         if scan is not None and len(ids) and filter_active(flt):
@@ -759,13 +759,13 @@ class VectorsMixin:
                 distances,
                 pool,
                 2 * want,
-                lambda ids: self.filter_facts(ids, flt, bank_id),  # type: ignore[attr-defined]
+                lambda ids: self.search.filter_facts(ids, flt, bank_id),
             )
             if len(keep) >= want or 2 * want >= len(pool):
                 picked = np.sort(keep[:want])
                 return _ranked_by_cosine(scan, picked, query, k, self.conn), {"listed": len(ids)}
         if filter_active(flt):
-            ids = self.fact_ids_in_window(bank_id, start, end, flt, said)  # type: ignore[attr-defined]
+            ids = self.search.fact_ids_in_window(bank_id, start, end, flt, said)
         return self.nearest_among(bank_id, vec, ids, k), {"listed": len(ids)}
 
     def nearest_in_window(
@@ -811,7 +811,7 @@ class VectorsMixin:
                     distances,
                     None,
                     reach,
-                    lambda ids: self.in_window_among(ids, start, end, flt, said),  # type: ignore[attr-defined]
+                    lambda ids: self.search.in_window_among(ids, start, end, flt, said),
                 )
                 figures = {"probed": reach, "in_window": len(hits)}
                 if len(hits) >= want or reach >= total:
