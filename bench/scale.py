@@ -169,7 +169,7 @@ def store_figures(db: Path) -> dict:
     with Store(db) as store:
         store.checkpoint()
         facts = store.fact_count()
-        links = store.link_count()
+        links = store.links.link_count()
     size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
     return {"facts": facts, "links": links, "bytes": size}
 
@@ -266,7 +266,7 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
             "links_ms_per_fact": cpu_ms(link_batch, 3) / 64,
             "temporal_pool_ms": cpu_ms(lambda: store.nearest_among(bank, unit(), window, 60)),
             "time_neighbours_ms": cpu_ms(
-                lambda: [store.time_neighbours(i, 10, 168.0, 0.3) for i in sample], 3
+                lambda: [store.links.time_neighbours(i, 10, 168.0, 0.3) for i in sample], 3
             )
             / len(sample),
         }

@@ -160,11 +160,11 @@ def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any
                 "chunk": chunk,
                 "entities": [
                     {"id": eid, "name": name, "aliases": aliases}
-                    for eid, name, aliases in store.fact_entity_rows(fid)
+                    for eid, name, aliases in store.entities.fact_entity_rows(fid)
                 ],
                 "links": [
                     {"direction": d, "kind": k, "weight": w, "other": o, "other_text": t}
-                    for d, k, w, o, t in store.fact_links(fid)
+                    for d, k, w, o, t in store.links.fact_links(fid)
                 ],
                 "history": history(store, fid),
                 "embedder": embedder,

@@ -614,7 +614,7 @@ class Retainer:
                     }
                 )
         link_rows.extend(self._semantic_links(bank_id, linked))
-        store.add_links(link_rows)
+        store.links.add_links(link_rows)
         counts["links"] += len(link_rows)
         return counts
 
@@ -674,21 +674,21 @@ class Retainer:
             if entity_id is None:
                 entity_id = self._resolve(bank_id, name, set(resolved), seen)
             if entity_id is None:
-                entity_id = store.insert_entity(
+                entity_id = store.entities.insert_entity(
                     bank_id, name, seen, entity_mod.candidate_keys(name)
                 )
                 created += 1
             elif key not in self._entity_cache:
-                store.add_entity_alias(entity_id, name, entity_mod.candidate_keys(name))
+                store.entities.add_entity_alias(entity_id, name, entity_mod.candidate_keys(name))
             self._entity_cache[key] = entity_id
             if entity_id in resolved:
                 continue
             resolved.append(entity_id)
-            store.mention_entity(fact_id, entity_id, seen)
+            store.entities.mention_entity(fact_id, entity_id, seen)
         return created
 
     def _resolve(self, bank_id: int, name: str, context_ids: set[int], now: datetime) -> int | None:
-        rows = self.store.entity_candidates(bank_id, entity_mod.candidate_keys(name))
+        rows = self.store.entities.entity_candidates(bank_id, entity_mod.candidate_keys(name))
         if not rows:
             return None
         # The common case, a name seen before, needs no scoring.
@@ -704,7 +704,7 @@ class Retainer:
                 last_seen=last_seen,
                 # Co-occurrence over the entity's latest facts only: bounded for hub entities.
                 # It counts only against the fact's other entities: none yet, none needed.
-                cooccurring=self.store.cooccurring_entities(eid) if context_ids else set(),
+                cooccurring=self.store.entities.cooccurring_entities(eid) if context_ids else set(),
             )
             for eid, ename, aliases, last_seen in rows
         ]

@@ -318,7 +318,7 @@ def test_an_interrupted_call_counts_only_the_entities_and_links_it_keeps(store, 
     summary = retainer.retain(items, progress=progress)
     assert summary.interrupted and store.fact_count(store.require_bank("default")) == 3
     kept_entities = store.conn.execute("SELECT count(*) FROM entities").fetchone()[0]
-    assert (summary.entities, summary.links) == (kept_entities, store.link_count())
+    assert (summary.entities, summary.links) == (kept_entities, store.links.link_count())
 
 
 def test_a_replace_committed_while_recall_reads_is_not_mixed_in(db_path, embedder, monkeypatch):

@@ -153,12 +153,14 @@ def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
         fact = s.facts_by_id([target], bank)[target]
         # Its chunk is its own; "Zorblax" is an entity only this fact mentions.
         own_entities = [
-            eid for eid, name, _ in s.fact_entity_rows(target) if s.entity_fact_count(eid) == 1
+            eid
+            for eid, name, _ in s.entities.fact_entity_rows(target)
+            if s.entities.entity_fact_count(eid) == 1
         ]
         shared = {
-            eid: s.entity_fact_count(eid)
-            for eid, name, _ in s.fact_entity_rows(target)
-            if s.entity_fact_count(eid) > 1
+            eid: s.entities.entity_fact_count(eid)
+            for eid, name, _ in s.entities.fact_entity_rows(target)
+            if s.entities.entity_fact_count(eid) > 1
         }
         assert s.fact_traces(target)["fact_vec"] == 1 and s.fact_traces(target)["fact_fts"] == 1
         assert own_entities

@@ -84,7 +84,7 @@ def test_links_semantic_temporal_and_causal(store, embedder):
     # Temporal neighbours are not stored: they come from the time index at query time.
     assert kinds == {"semantic", "causal"}
     first = store.conn.execute("SELECT min(id) FROM facts").fetchone()[0]
-    neighbours = store.time_neighbours(first, 10, 24.0 * 7, 0.3)
+    neighbours = store.links.time_neighbours(first, 10, 24.0 * 7, 0.3)
     assert {kind for _, kind, _ in neighbours} == {"temporal", "causal"}
     weight = max(w for _, kind, w in neighbours if kind == "temporal")
     assert weight == 1.0  # same time: 1 - 0 / 24
@@ -101,8 +101,8 @@ def test_temporal_links_stop_at_the_gap_cutoff(store, remember):
     )
     assert count(store, "SELECT count(*) FROM links WHERE kind = 'temporal'") == 0
     ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY id")]
-    assert store.time_neighbours(ids[0], 10, 24.0 * 7, 0.3) == []
-    assert len(store.time_neighbours(ids[0], 10, 24.0 * 365, 0.3)) == 1
+    assert store.links.time_neighbours(ids[0], 10, 24.0 * 7, 0.3) == []
+    assert len(store.links.time_neighbours(ids[0], 10, 24.0 * 365, 0.3)) == 1
 
 
 def test_entities_resolve_fuzzily_but_never_wrongly(store, remember):

@@ -79,7 +79,7 @@ def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, emb
         assert facts[1].document_id == "notes" and facts[1].valid_from is not None
         # Schema 4: temporal links are read from the time index, no longer stored; the
         # vectors gain their sign bits, and a search finds the same nearest facts.
-        assert store.link_count() == 1 and len(store.vectors_for([1, 2])) == 2
+        assert store.links.link_count() == 1 and len(store.vectors_for([1, 2])) == 2
         assert store.has_vector_bits()
         vec = store.vectors_for([2])[2]
         assert [f for f, _ in store.nearest(bank, vec, 2)] == [2, 1]
@@ -386,7 +386,9 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
             now=at,
         )
         for name in ("Zoë", "Ana Lee", "Ärger"):
-            store.mention_entity(fid, store.insert_entity(bank, name, at, [name.lower()]), at)
+            store.entities.mention_entity(
+                fid, store.entities.insert_entity(bank, name, at, [name.lower()]), at
+            )
     fact = store.facts_by_id([fid, fid, 10**9], bank)[fid]
     assert fact.text == text
     assert fact.context == 'Ana "A" \\ Lee'
@@ -414,20 +416,20 @@ def test_entity_expansions_count_every_bank_and_list_the_banks_latest(store, bar
         away = store.ensure_bank("other", at)
         store.ensure_vectors(home, "unit", None, 8)
         store.ensure_vectors(away, "unit", None, 8)
-        hub = store.insert_entity(home, "Hub", at, ["hub"])
-        rare = store.insert_entity(home, "Rare", at, ["rare"])
-        lonely = store.insert_entity(home, "Lonely", at, ["lonely"])
+        hub = store.entities.insert_entity(home, "Hub", at, ["hub"])
+        rare = store.entities.insert_entity(home, "Rare", at, ["rare"])
+        lonely = store.entities.insert_entity(home, "Lonely", at, ["lonely"])
         ours = [bare_fact(store, home, n, [0.1 * (n + 1)] * 8, at) for n in range(6)]
         theirs = [bare_fact(store, away, 10 + n, [0.2] * 8, at) for n in range(3)]
         for fid in ours + theirs:
-            store.mention_entity(fid, hub, at)
-        store.mention_entity(ours[2], rare, at)
-    got = store.entity_expansions([rare, hub, lonely, hub], home, 4)
+            store.entities.mention_entity(fid, hub, at)
+        store.entities.mention_entity(ours[2], rare, at)
+    got = store.entities.entity_expansions([rare, hub, lonely, hub], home, 4)
     assert got == {
         rare: (1, [ours[2]]),
         hub: (9, sorted(ours, reverse=True)[:4]),
         lonely: (0, []),
     }
     for entity, (count, _) in got.items():
-        assert count == store.entity_fact_count(entity)
-    assert store.entity_expansions([], home, 4) == {}
+        assert count == store.entities.entity_fact_count(entity)
+    assert store.entities.entity_expansions([], home, 4) == {}

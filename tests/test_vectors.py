@@ -61,14 +61,14 @@ def test_temporal_neighbours_are_the_nearest_in_time_within_the_cutoff(store, re
         ]
     )
     ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY event_time")]
-    near = store.time_neighbours(ids[0], 10, 24.0 * 7, 0.3)
+    near = store.links.time_neighbours(ids[0], 10, 24.0 * 7, 0.3)
     assert [(other, kind) for other, kind, _ in near] == [
         (ids[1], "temporal"),
         (ids[2], "temporal"),
     ]
     assert near[0][2] == pytest.approx(1 - 1 / 24)
-    assert store.time_neighbours(ids[3], 10, 24.0 * 7, 0.3) == []
-    assert len(store.time_neighbours(ids[1], 1, 24.0 * 7, 0.3)) == 1
+    assert store.links.time_neighbours(ids[3], 10, 24.0 * 7, 0.3) == []
+    assert len(store.links.time_neighbours(ids[1], 1, 24.0 * 7, 0.3)) == 1
 
 
 def test_a_facts_causal_links_come_out_then_in_each_by_the_other_fact(store, bare_fact):
@@ -84,7 +84,7 @@ def test_a_facts_causal_links_come_out_then_in_each_by_the_other_fact(store, bar
             for i in range(12)
         ]
         hub = ids[5]
-        store.add_links(
+        store.links.add_links(
             [
                 (hub, ids[9], "causal", 1.0),
                 (hub, ids[2], "causal", 1.0),
@@ -95,7 +95,7 @@ def test_a_facts_causal_links_come_out_then_in_each_by_the_other_fact(store, bar
                 (ids[7], ids[8], "causal", 1.0),
             ]
         )
-    got = store.time_neighbours(hub, 20, 24.0 * 7, 0.3)
+    got = store.links.time_neighbours(hub, 20, 24.0 * 7, 0.3)
     # causal links weigh 1.0, as much as a fact said at the same time: they come first
     assert got[:4] == [(f, "causal", 1.0) for f in (ids[2], ids[9], ids[0], ids[11])]
     assert all(kind == "temporal" for _, kind, _ in got[4:])
@@ -122,17 +122,17 @@ def test_time_neighbours_of_many_facts_are_each_facts_own(store, bare_fact):
         first = bare_fact(store, bank, 100, vec(), datetime(1, 1, 1))
         first_next = bare_fact(store, bank, 101, vec(), datetime(1, 1, 2))
         last = bare_fact(store, bank, 102, vec(), datetime(9999, 12, 31, 23))
-        store.add_links([(ids[3], ids[7], "causal", 0.8), (ids[11], ids[3], "causal", 0.9)])
+        store.links.add_links([(ids[3], ids[7], "causal", 0.8), (ids[11], ids[3], "causal", 0.9)])
     asked = [*ids, away, first, last, 10**9]
-    together = store.time_neighbours_of(asked, 4, 24.0 * 7, 0.3)
+    together = store.links.time_neighbours_of(asked, 4, 24.0 * 7, 0.3)
     assert set(together) == set(asked) - {10**9}
     for fact_id in asked:
-        assert together.get(fact_id, []) == store.time_neighbours(fact_id, 4, 24.0 * 7, 0.3)
+        assert together.get(fact_id, []) == store.links.time_neighbours(fact_id, 4, 24.0 * 7, 0.3)
     assert together[first] == [(first_next, "temporal", 0.3)]
     assert together[last] == []
     assert together[away] == []
     # the causal links both ways, with their weights, among the neighbours in time
-    wide = store.time_neighbours_of([ids[3]], 20, 24.0 * 7, 0.3)[ids[3]]
+    wide = store.links.time_neighbours_of([ids[3]], 20, 24.0 * 7, 0.3)[ids[3]]
     assert [n for n in wide if n[1] == "causal"] == [
         (ids[11], "causal", 0.9),
         (ids[7], "causal", 0.8),
@@ -166,7 +166,7 @@ def test_time_neighbours_are_those_a_walk_over_every_fact_finds(store, bare_fact
             rows.append((bare_fact(store, bank, i, vec, at), bank, at))
         ids = [r[0] for r in rows]
         causal = [(ids[2], ids[9], 0.7), (ids[9], ids[2], 0.4), (ids[11], ids[2], 0.9)]
-        store.add_links([(a, b, "causal", w) for a, b, w in causal])
+        store.links.add_links([(a, b, "causal", w) for a, b, w in causal])
 
     def expected(node: int) -> list[tuple[int, str, float]]:
         _, bank, when = next(r for r in rows if r[0] == node)
@@ -191,7 +191,7 @@ def test_time_neighbours_are_those_a_walk_over_every_fact_finds(store, bare_fact
         ]
         return sorted(links, key=lambda n: -n[2])[:limit]
 
-    got = store.time_neighbours_of(ids[::-1], limit, reach, floor)
+    got = store.links.time_neighbours_of(ids[::-1], limit, reach, floor)
     assert set(got) == set(ids)
     for node in ids:
         assert got[node] == expected(node), node
@@ -473,7 +473,7 @@ def test_nearest_in_a_window_is_the_same_probed_or_listed(hourly_store, case, mo
     checked = []
     check = store.search.in_window_among
     monkeypatch.setattr(
-        store, "in_window_among", lambda ids, *a: checked.append(1) or check(ids, *a)
+        store.search, "in_window_among", lambda ids, *a: checked.append(1) or check(ids, *a)
     )
     for query in queries:
         checked.clear()
@@ -629,7 +629,7 @@ def test_a_strict_filter_on_a_listed_window_checks_a_bounded_number_of_facts(
     checked: list[int] = []
     check = store.search.filter_facts
     monkeypatch.setattr(
-        store, "filter_facts", lambda ids, *a: checked.append(len(ids)) or check(ids, *a)
+        store.search, "filter_facts", lambda ids, *a: checked.append(len(ids)) or check(ids, *a)
     )
     flt = FactFilter(types)
     start, end = DAY + timedelta(hours=2_000), DAY + timedelta(hours=2_400)

@@ -156,7 +156,7 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
         # A node whose score rose again is expanded again: its neighbours are read once,
         # the round's new nodes' in one read.
         unread = [node for node in frontier if node not in read]
-        fresh = ctx.store.time_neighbours_of(
+        fresh = ctx.store.links.time_neighbours_of(
             unread,
             s.temporal_neighbours,
             _LINK_RULE.temporal_link_max_hours,

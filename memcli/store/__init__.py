@@ -25,11 +25,11 @@ from memcli.store.base import (
 )
 from memcli.store.core import StoreCore
 from memcli.store.documents import DocumentsMixin
-from memcli.store.entities import EntitiesMixin
+from memcli.store.entities import EntitiesPart
 from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsMixin
 from memcli.store.health import HealthMixin
 from memcli.store.lifecycle import LifecycleMixin
-from memcli.store.links import LinksMixin
+from memcli.store.links import LinksPart
 from memcli.store.readers import ReaderPool
 from memcli.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from memcli.store.search import SearchPart
@@ -55,9 +55,7 @@ class Store(
     BanksMixin,
     DocumentsMixin,
     FactsMixin,
-    EntitiesMixin,
     VectorsMixin,
-    LinksMixin,
     LifecycleMixin,
     HealthMixin,
     StoreCore,
@@ -69,6 +67,8 @@ class Store(
     ) -> None:
         super().__init__(path, create=create, readonly=readonly)
         self.search = SearchPart(self)
+        self.entities = EntitiesPart(self)
+        self.links = LinksPart(self)
         self.on_rollback(self.forget_scans)
         self.on_close(self.release_staging_locks)
         # Readers of this store that their users closed, kept for the next reader(); and,

@@ -136,7 +136,7 @@ class LifecycleMixin:
             rows = list(islice(rows_iter, PAGE))
             if not rows:
                 return
-            names = self.entity_names_of([r[0] for r in rows])
+            names = self.entities.entity_names_of([r[0] for r in rows])  # type: ignore[attr-defined]
             for row in rows:
                 yield _fact_from_row(row, names.get(row[0], []))
 
@@ -163,41 +163,7 @@ class LifecycleMixin:
             )
         return [i for i in ids if i not in found]
 
-    def entity_names_of(self, fact_ids: Sequence[int]) -> dict[int, list[str]]:
-        out: dict[int, list[str]] = {}
-        for batch in batched(list(fact_ids)):
-            for fid, name in self.conn.execute(
-                "SELECT fe.fact_id, e.name FROM fact_entities fe JOIN entities e "
-                f"ON e.id = fe.entity_id WHERE fe.fact_id IN ({marks(len(batch))}) "
-                "ORDER BY e.name",
-                batch,
-            ):
-                out.setdefault(fid, []).append(name)
-        return out
-
     # -- show -----------------------------------------------------------------------------
-
-    def fact_entity_rows(self, fact_id: int) -> list[tuple[int, str, list[str]]]:
-        """(entity id, name, aliases) of the entities a fact mentions."""
-        return [
-            (eid, name, json.loads(aliases))
-            for eid, name, aliases in self.conn.execute(
-                "SELECT e.id, e.name, e.aliases FROM fact_entities fe "
-                "JOIN entities e ON e.id = fe.entity_id WHERE fe.fact_id = ? ORDER BY e.name",
-                (fact_id,),
-            )
-        ]
-
-    def fact_links(self, fact_id: int) -> list[tuple[str, str, float, int, str]]:
-        """(direction 'out'|'in', kind, weight, other fact id, other text), heaviest first."""
-        return self.conn.execute(
-            "SELECT 'out', l.kind, l.weight, l.to_fact, f.text FROM links l "
-            "JOIN facts f ON f.id = l.to_fact WHERE l.from_fact = ? "
-            "UNION ALL SELECT 'in', l.kind, l.weight, l.from_fact, f.text FROM links l "
-            "JOIN facts f ON f.id = l.from_fact WHERE l.to_fact = ? "
-            "ORDER BY 3 DESC, 4",
-            (fact_id, fact_id),
-        ).fetchall()
 
     def facts_superseded_by(self, fact_id: int) -> list[int]:
         return [
