@@ -219,7 +219,7 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
     with Store(db) as store:
         with store.atomic():
             bank = store.ensure_bank("default", datetime(2026, 1, 1))
-            store.ensure_vectors(bank, "random-unit-vectors", None, 384)
+            store.vectors.ensure_vectors(bank, "random-unit-vectors", None, 384)
             for i, obj in enumerate(items[:size]):
                 store.insert_fact(
                     bank_id=bank,
@@ -243,19 +243,19 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
         top = max(ids)
 
         def fresh_scan() -> None:
-            store.__dict__.pop("_scans", None)
-            store._bank_scan(bank)
+            store.vectors.forget_scans()
+            store.vectors._bank_scan(bank)
 
         def semantic_arm() -> None:
             vec = unit()
             for fact_type in ("world", "experience", "observation"):
-                store.nearest(bank, vec, 300, fact_type)
+                store.vectors.nearest(bank, vec, 300, fact_type)
 
         def link_batch() -> None:
-            store.__dict__.pop("_scans", None)
+            store.vectors.forget_scans()
             vectors = np.stack([unit() for _ in range(64)])
             new_ids = [top + 1 + i for i in range(64)]
-            store.nearest_earlier([bank], new_ids, vectors, 50, set(), 0.7)
+            store.vectors.nearest_earlier([bank], new_ids, vectors, 50, set(), 0.7)
 
         window = ids[: len(ids) // 5]
         sample = ids[:: max(1, len(ids) // 100)][:100]
@@ -264,7 +264,9 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
             "scan_ms": cpu_ms(fresh_scan),
             "semantic_arm_ms": cpu_ms(semantic_arm),
             "links_ms_per_fact": cpu_ms(link_batch, 3) / 64,
-            "temporal_pool_ms": cpu_ms(lambda: store.nearest_among(bank, unit(), window, 60)),
+            "temporal_pool_ms": cpu_ms(
+                lambda: store.vectors.nearest_among(bank, unit(), window, 60)
+            ),
             "time_neighbours_ms": cpu_ms(
                 lambda: [store.links.time_neighbours(i, 10, 168.0, 0.3) for i in sample], 3
             )
@@ -394,7 +396,7 @@ def check_links(db: Path, sample: int, rng: random.Random) -> None:
     k, floor = s.semantic_link_top, s.semantic_link_floor
     with Store(db) as store:
         bank = store.require_bank("default")
-        ids, vectors = store.bank_vectors(bank)
+        ids, vectors = store.vectors.bank_vectors(bank)
         order = np.argsort(ids)
         ids, vectors = ids[order], vectors[order]
         picked = sorted(rng.sample(range(len(ids) // 10, len(ids)), sample))
@@ -410,13 +412,13 @@ def check_links(db: Path, sample: int, rng: random.Random) -> None:
             ("every distance", lambda dim, floor: dim),
         ):
             vec_mod.hamming_reach = reach
-            store.forget_scans()  # each variant reads its floats itself
-            store.prepare_vector_search(bank)
+            store.vectors.forget_scans()  # each variant reads its floats itself
+            store.vectors.prepare_vector_search(bank)
             try:
                 found: list[set[int]] = []
                 c0 = time.process_time()
                 for i in picked:  # one fact at a time, each with only earlier facts
-                    got = store.nearest_earlier(
+                    got = store.vectors.nearest_earlier(
                         [bank], [int(ids[i])], vectors[i : i + 1], k, set(), floor
                     )
                     found.append({f for f, _ in got[0]})

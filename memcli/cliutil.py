@@ -156,7 +156,7 @@ def load_bank_embedder_or_fail(
 
     override = configured("embedder", flag)
     bank_id = store.bank_id(bank) if store is not None else None
-    recorded = store.bank_embedder(bank_id)[0] if bank_id is not None else None
+    recorded = store.vectors.bank_embedder(bank_id)[0] if bank_id is not None else None
     try:
         return load_embedder(choice.for_bank(recorded, override, texts, bank=bank).spec)
     except ModelError as exc:

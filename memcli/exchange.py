@@ -78,7 +78,7 @@ def export_lines(
     ctx.__enter__()
     try:
         counts = store.export_counts(bank_id)
-        dim = store.vector_dim() if with_vectors and counts["facts"] else None
+        dim = store.vectors.vector_dim() if with_vectors and counts["facts"] else None
         header = {
             "kind": "header",
             "format": FORMAT,
@@ -659,7 +659,7 @@ def _write(
                         if len(blob) != dim * 4:  # the spool read back is not what was written
                             raise src.error("(fact) has no computed vector; nothing imported")
                     if not vectors_ready:
-                        store.ensure_vectors(bank_id, vec_name, vec_fp, dim)
+                        store.vectors.ensure_vectors(bank_id, vec_name, vec_fp, dim)
                         vectors_ready = True
                     _insert_fact(store, bank_id, rec, [x + e for x in rec["entities"]], blob)
                     if progress:
@@ -681,7 +681,7 @@ def _write(
                 # A bank without facts (all forgotten) keeps the model it was made with: its
                 # next retain embeds with that model, and its export reads as the file did.
                 fingerprint = header["bank"].get("embedder_fingerprint")
-                store.set_bank_embedder(
+                store.vectors.set_bank_embedder(
                     bank_id, made_with, fingerprint if isinstance(fingerprint, str) else None
                 )
         except apsw.Error as exc:

@@ -149,7 +149,7 @@ def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any
     if missing:
         raise LifecycleError(f"no fact {_id_list(missing)} in bank {bank!r}")
     facts = store.facts_by_id(list(fact_ids), bank_id)
-    embedder, fingerprint = store.bank_embedder(bank_id)
+    embedder, fingerprint = store.vectors.bank_embedder(bank_id)
     out = []
     for fid in fact_ids:
         f = facts[fid]
@@ -169,7 +169,7 @@ def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any
                 "history": history(store, fid),
                 "embedder": embedder,
                 "embedder_fingerprint": fingerprint,
-                "has_vector": store.has_vector(fid),
+                "has_vector": store.vectors.has_vector(fid),
             }
         )
     return out
@@ -467,7 +467,7 @@ def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, 
         return
     ids = [s["id"] for s in stored]
     facts = store.facts_by_id(ids, bank_id)
-    vectors = store.vectors_for(ids)
+    vectors = store.vectors.vectors_for(ids)
     for s in stored:
         s["possibly_supersedes"] = []
         f, vec = facts.get(s["id"]), vectors.get(s["id"])
@@ -475,7 +475,7 @@ def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, 
             continue
         near = [
             (other, cos)
-            for other, cos in store.nearest(bank_id, vec, POSSIBLY_SUPERSEDES_NEIGHBOURS)
+            for other, cos in store.vectors.nearest(bank_id, vec, POSSIBLY_SUPERSEDES_NEIGHBOURS)
             if other != f.id and cos >= POSSIBLY_SUPERSEDES_COSINE
         ]
         olds = store.facts_by_id([o for o, _ in near], bank_id)
@@ -557,7 +557,7 @@ def reembed(
     name = embedder.name
     fingerprint = getattr(embedder, "fingerprint", None)
     dim = int(embedder.dim)
-    have_dim = store.vector_dim()
+    have_dim = store.vectors.vector_dim()
     if have_dim is not None and have_dim != dim:
         others = store.other_banks_with_vectors(bank_id)
         if others:
@@ -644,14 +644,14 @@ def check_query_embedder(store: Store, bank_id: int, embedder: Any) -> None:
     would embed the query (cosines between two models' vectors mean nothing)."""
     from memcli.store.vectors import same_model_name
 
-    have_name, have_fp = store.bank_embedder(bank_id)
+    have_name, have_fp = store.vectors.bank_embedder(bank_id)
     name = getattr(embedder, "name", None) or "?"
     fingerprint = getattr(embedder, "fingerprint", None)
     if have_fp is not None and fingerprint is not None:
         same = have_fp == fingerprint
     else:
         same = have_name is None or same_model_name(have_name, name)
-    if same or not store.bank_has_vectors(bank_id):
+    if same or not store.vectors.bank_has_vectors(bank_id):
         return
     bank = store.bank_row(bank_id)["name"]
     theirs = f"{have_name} ({have_fp[:12]})" if have_fp else f"{have_name}"

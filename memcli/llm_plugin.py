@@ -62,7 +62,7 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
         os.environ.setdefault("MEM_THREADS", str(threads.value))
     with Store(db, create=False, readonly=True) as store:
         bank_id = store.require_bank(bank)
-        recorded = store.bank_embedder(bank_id)[0]
+        recorded = store.vectors.bank_embedder(bank_id)[0]
 
         def embedder():
             return load_embedder(choice.for_bank(recorded, override, bank=bank).spec)

@@ -384,7 +384,7 @@ class Retainer:
                 self._drop_stale_ids()
                 bank_id = self._bank_for_batch()
                 if pending:
-                    self.store.ensure_vectors(
+                    self.store.vectors.ensure_vectors(
                         bank_id,
                         self.embedder.name,
                         getattr(self.embedder, "fingerprint", None),
@@ -635,7 +635,7 @@ class Retainer:
         s = self.settings
         ids = [fid for fid, _ in new_facts]
         vectors = np.stack([np.asarray(vec, dtype=np.float32) for _, vec in new_facts])
-        nearest = self.store.nearest_earlier(
+        nearest = self.store.vectors.nearest_earlier(
             self._link_banks(bank_id),
             ids,
             vectors,

@@ -124,7 +124,7 @@ def test_recomputed_vectors_equal_the_originals(source: Path, tmp_path: Path, em
     ok(mem(fresh, "import", "-", input=ok(mem(source, "export"))))
     with Store(source) as a, Store(fresh) as b:
         ids = a.fact_ids_of_bank(a.require_bank("default"))
-        va, vb = a.vectors_for(ids), b.vectors_for(ids)
+        va, vb = a.vectors.vectors_for(ids), b.vectors.vectors_for(ids)
     assert set(va) == set(vb) == set(ids)
     for i in ids:
         assert float(np.dot(va[i], vb[i])) > 0.9999, i
@@ -288,7 +288,7 @@ def test_vectors_of_another_embedder_are_refused_unless_reembedded(
     assert "embedded" in r.stderr
     # The bank records the embedder that really made its vectors.
     with Store(target) as s:
-        name, fp = s.bank_embedder(s.require_bank("default"))
+        name, fp = s.vectors.bank_embedder(s.require_bank("default"))
     assert name != "some-other-model" and fp != "0" * 64
 
 

@@ -394,7 +394,7 @@ def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def vectors(db: Path) -> dict[int, np.ndarray]:
     with Store(db) as s:
-        return s.vectors_for(s.fact_ids_of_bank(s.require_bank("default")))
+        return s.vectors.vectors_for(s.fact_ids_of_bank(s.require_bank("default")))
 
 
 def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
@@ -408,7 +408,7 @@ def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
     ok(r)
     assert "re-embedded 6 facts" in r.stderr
     with Store(db) as s:
-        name, fp = s.bank_embedder(s.require_bank("default"))
+        name, fp = s.vectors.bank_embedder(s.require_bank("default"))
         assert s.reembed_state(s.require_bank("default")) is None
     assert fp == q8.fingerprint
     after = vectors(db)
@@ -451,7 +451,7 @@ def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model
         assert report.interrupted and report.embedded == 4
         bank = store.require_bank("default")
         # The bank still searches with its old model: old vectors, old fingerprint.
-        assert store.bank_embedder(bank)[1] != q8.fingerprint
+        assert store.vectors.bank_embedder(bank)[1] != q8.fingerprint
         assert store.staged_count(bank) == 4
     assert {i: v.tobytes() for i, v in vectors(db).items()} == {
         i: v.tobytes() for i, v in before.items()
@@ -461,7 +461,7 @@ def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model
     ok(r)
     assert "resuming: 4 of 6" in r.stderr
     with Store(db) as s:
-        assert s.bank_embedder(s.require_bank("default"))[1] == q8.fingerprint
+        assert s.vectors.bank_embedder(s.require_bank("default"))[1] == q8.fingerprint
         assert s.staged_count(s.require_bank("default")) == 0
 
 
@@ -489,7 +489,7 @@ def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_
             lifecycle.reembed(store, "default", q8, batch=2, progress=another_starts)
         bank = store.require_bank("default")
         assert store.staged_count(bank) == 0  # none of its vectors went in after
-        assert store.bank_embedder(bank)[1] != q8.fingerprint
+        assert store.vectors.bank_embedder(bank)[1] != q8.fingerprint
 
 
 def test_a_reembed_whose_bank_is_deleted_meanwhile_says_so(db: Path, other_model) -> None:

@@ -79,15 +79,15 @@ def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, emb
         assert facts[1].document_id == "notes" and facts[1].valid_from is not None
         # Schema 4: temporal links are read from the time index, no longer stored; the
         # vectors gain their sign bits, and a search finds the same nearest facts.
-        assert store.links.link_count() == 1 and len(store.vectors_for([1, 2])) == 2
-        assert store.has_vector_bits()
-        vec = store.vectors_for([2])[2]
-        assert [f for f, _ in store.nearest(bank, vec, 2)] == [2, 1]
+        assert store.links.link_count() == 1 and len(store.vectors.vectors_for([1, 2])) == 2
+        assert store.vectors.has_vector_bits()
+        vec = store.vectors.vectors_for([2])[2]
+        assert [f for f, _ in store.vectors.nearest(bank, vec, 2)] == [2, 1]
         # Hashes are recomputed the new way, so re-retaining the same fact is a duplicate.
         assert "oldhash1" not in {
             r[0] for r in store.conn.execute("SELECT content_hash FROM facts")
         }
-        assert store.bank_embedder(bank)[0] == embedder.name
+        assert store.vectors.bank_embedder(bank)[0] == embedder.name
     with Store(db_path) as store:
         summary = Retainer(store, "default", embedder).retain(
             [RetainItem("Sam moved to Lisbon.", context="Sam", timestamp=DAY, document_id="notes")]
@@ -210,7 +210,7 @@ def test_facts_said_at_an_instant_are_found_by_the_window_as_instants(db_path, b
             facts.append((said, start, end))
     with Store(db_path) as store, store.atomic():
         bank = store.ensure_bank("default", base)
-        store.ensure_vectors(bank, "unit", None, 8)
+        store.vectors.ensure_vectors(bank, "unit", None, 8)
         ids = [
             bare_fact(store, bank, i, np.eye(8, dtype=np.float32)[i % 8], said, start=s, end=e)
             for i, (said, s, e) in enumerate(facts)
@@ -259,7 +259,7 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare
     ]
     with Store(db_path) as store, store.atomic():
         bank = store.ensure_bank("default", base)
-        store.ensure_vectors(bank, "unit", None, 8)
+        store.vectors.ensure_vectors(bank, "unit", None, 8)
         ids = []
         for i, (start, end) in enumerate(periods):
             ids.append(
@@ -328,8 +328,8 @@ def test_keyword_search_returns_the_banks_best_matches(db_path, bare_fact, case)
     with Store(db_path) as store, store.atomic():
         mine = store.ensure_bank("mine", DAY)
         theirs = store.ensure_bank("theirs", DAY)
-        store.ensure_vectors(mine, "unit", None, 8)
-        store.ensure_vectors(theirs, "unit", None, 8)
+        store.vectors.ensure_vectors(mine, "unit", None, 8)
+        store.vectors.ensure_vectors(theirs, "unit", None, 8)
         vec = [1.0] * 8
         apples = {}
         for count in range(1, 7):
@@ -366,7 +366,7 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
     at = datetime(2026, 3, 1, 9, 30)
     with store.atomic():
         bank = store.ensure_bank("default", at)
-        store.ensure_vectors(bank, "unit", None, 8)
+        store.vectors.ensure_vectors(bank, "unit", None, 8)
         fid = store.insert_fact(
             bank_id=bank,
             text=text,
@@ -414,8 +414,8 @@ def test_entity_expansions_count_every_bank_and_list_the_banks_latest(store, bar
     with store.atomic():
         home = store.ensure_bank("default", at)
         away = store.ensure_bank("other", at)
-        store.ensure_vectors(home, "unit", None, 8)
-        store.ensure_vectors(away, "unit", None, 8)
+        store.vectors.ensure_vectors(home, "unit", None, 8)
+        store.vectors.ensure_vectors(away, "unit", None, 8)
         hub = store.entities.insert_entity(home, "Hub", at, ["hub"])
         rare = store.entities.insert_entity(home, "Rare", at, ["rare"])
         lonely = store.entities.insert_entity(home, "Lonely", at, ["lonely"])

@@ -208,7 +208,7 @@ def _recall_once(
         out.seconds = time.perf_counter() - t0
         return out
 
-    needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.has_vectors()
+    needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.vectors.has_vectors()
     model: Any = None
     scan: Any = None
     submitted: list[Future] = []
@@ -232,7 +232,7 @@ def _recall_once(
             # The semantic arm's scan of the bank's vectors (~25 ms at 100k facts), read
             # while the model may still be loading in the background (models/preload.py).
             t0 = time.perf_counter()
-            scan = store.prepare_vector_search(bank_id)
+            scan = store.vectors.prepare_vector_search(bank_id)
             timings["vectors"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             model = (
@@ -444,7 +444,7 @@ def _on_own_connection(
         return timed(fn, ctx, *args)
     try:
         if scan is not None:
-            reader.search_with(ctx.bank_id, scan)
+            reader.vectors.search_with(ctx.bank_id, scan)
         own = dataclasses.replace(ctx, store=reader)
         result = timed(fn, own, *args)
         unread = [h.fact_id for h in result.hits if h.fact_id not in known]
@@ -452,7 +452,7 @@ def _on_own_connection(
         return result
     finally:
         if scan is not None:
-            reader.search_with(ctx.bank_id, None)
+            reader.vectors.search_with(ctx.bank_id, None)
         reader.close()
 
 

@@ -78,7 +78,7 @@ def run(ctx: ArmContext) -> ArmResult:
     result = ArmResult("temporal", [], "temporal", score_floor=0.0)
     if window is None or ctx.query_vec is None:
         return result
-    nearest, found = ctx.store.nearest_in_window(
+    nearest, found = ctx.store.vectors.nearest_in_window(
         ctx.bank_id,
         ctx.query_vec,
         window.start,

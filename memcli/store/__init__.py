@@ -48,14 +48,13 @@ from memcli.store.types import (
     iso,
     parse_iso,
 )
-from memcli.store.vectors import VectorsMixin
+from memcli.store.vectors import VectorsPart
 
 
 class Store(
     BanksMixin,
     DocumentsMixin,
     FactsMixin,
-    VectorsMixin,
     LifecycleMixin,
     HealthMixin,
     StoreCore,
@@ -69,7 +68,7 @@ class Store(
         self.search = SearchPart(self)
         self.entities = EntitiesPart(self)
         self.links = LinksPart(self)
-        self.on_rollback(self.forget_scans)
+        self.vectors = VectorsPart(self, self.search)
         self.on_close(self.release_staging_locks)
         # Readers of this store that their users closed, kept for the next reader(); and,
         # for a reader, the pool it goes back to.

@@ -63,20 +63,6 @@ class BanksMixin:
             for r in self.conn.execute("SELECT name FROM banks WHERE kind = 'user' ORDER BY name")
         ]
 
-    def bank_embedder(self, bank_id: int) -> tuple[str | None, str | None]:
-        """(embedder name, fingerprint) recorded for the bank, (None, None) before its first
-        vector."""
-        row = self.conn.execute(
-            "SELECT embedder, embedder_fingerprint FROM banks WHERE id = ?", (bank_id,)
-        ).fetchone()
-        return (row[0], row[1]) if row else (None, None)
-
-    def set_bank_embedder(self, bank_id: int, name: str, fingerprint: str | None) -> None:
-        self.conn.execute(
-            "UPDATE banks SET embedder = ?, embedder_fingerprint = ? WHERE id = ?",
-            (name, fingerprint, bank_id),
-        )
-
     def bank_stats(self) -> list[dict[str, Any]]:
         rows = self.conn.execute(
             "SELECT b.name, (SELECT count(*) FROM facts f WHERE f.bank_id = b.id), "

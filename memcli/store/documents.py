@@ -100,7 +100,7 @@ class DocumentsMixin:
         self.conn.execute(
             "UPDATE chunks SET bank_id = ? WHERE bank_id = ?", (bank_id, staging_bank)
         )
-        self.move_vectors(moved, bank_id)  # type: ignore[attr-defined]
+        self.vectors.move_vectors(moved, bank_id)  # type: ignore[attr-defined]
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
         self.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
         return replaced

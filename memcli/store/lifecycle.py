@@ -173,14 +173,6 @@ class LifecycleMixin:
             )
         ]
 
-    def has_vector(self, fact_id: int) -> bool:
-        if self.get_meta("embedding_dim") is None:  # type: ignore[attr-defined]
-            return False
-        return (
-            self.conn.execute("SELECT 1 FROM fact_vec WHERE fact_id = ?", (fact_id,)).fetchone()
-            is not None
-        )
-
     def bank_created_at(self, bank_id: int) -> datetime | None:
         row = self.conn.execute("SELECT created_at FROM banks WHERE id = ?", (bank_id,)).fetchone()
         return datetime.fromisoformat(row[0]) if row and row[0] else None
@@ -294,7 +286,7 @@ class LifecycleMixin:
                 "SELECT count(*) FROM facts WHERE superseded_by = ?", (fact_id,)
             ).fetchone()[0],
         }
-        out["fact_vec"] = int(self.has_vector(fact_id))
+        out["fact_vec"] = int(self.vectors.has_vector(fact_id))  # type: ignore[attr-defined]
         return out
 
     # -- banks ----------------------------------------------------------------------------
@@ -437,7 +429,7 @@ class LifecycleMixin:
             if vectors:
                 # Through VectorsMixin: it knows how the table stores them (float32, or half
                 # precision beside sign bits); the file always holds float32.
-                for fid, vec in self.vectors_for(ids).items():  # type: ignore[attr-defined]
+                for fid, vec in self.vectors.vectors_for(ids).items():  # type: ignore[attr-defined]
                     blobs[fid] = np.asarray(vec, dtype="<f4").tobytes()
             n = len(FACT_EXPORT_COLUMNS)
             for row in rows:
@@ -577,7 +569,9 @@ class LifecycleMixin:
             "INSERT INTO fact_entities(fact_id, entity_id) VALUES(?, ?)",
             [(fid, e) for e in entity_ids],
         )
-        self.add_vector(fid, bank_id, rec["fact_type"], np.frombuffer(embedding, dtype=np.float32))  # type: ignore[attr-defined]
+        self.vectors.add_vector(
+            fid, bank_id, rec["fact_type"], np.frombuffer(embedding, dtype=np.float32)
+        )  # type: ignore[attr-defined]
 
     def import_links(self, rows: Sequence[tuple[int, int, str, float]]) -> None:
         self.conn.executemany(
@@ -684,20 +678,15 @@ class LifecycleMixin:
     ) -> int:
         """Replace the bank's vectors with the staged ones and record the new embedder.
         Inside atomic(). Returns how many vectors were swapped in."""
-        have_dim = self.get_meta("embedding_dim")  # type: ignore[attr-defined]
-        if have_dim is not None and int(have_dim) != dim:
+        have_dim = self.vectors.vector_dim()  # type: ignore[attr-defined]
+        if have_dim is not None and have_dim != dim:
             # Only possible when no other bank has vectors (checked before embedding).
-            self.conn.execute("DROP TABLE fact_vec")
-            self.forget_scans()  # type: ignore[attr-defined]
+            self.vectors.drop_table()  # type: ignore[attr-defined]
             have_dim = None
         if have_dim is None:
-            from memcli.store.vectors import vector_table_sql
-
-            self.conn.execute(vector_table_sql("fact_vec", dim))
-            self.set_meta("embedding_dim", str(dim))  # type: ignore[attr-defined]
-            self._vector_bits = None  # VectorsMixin's cache of the table's columns
+            self.vectors.make_table(dim)  # type: ignore[attr-defined]
         else:
-            self.delete_vectors(self.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
+            self.vectors.delete_vectors(self.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
         swapped = 0
         last = -1
         while True:
@@ -710,11 +699,11 @@ class LifecycleMixin:
             if not rows:
                 break
             for fid, ftype, blob in rows:
-                self.add_vector(fid, bank_id, ftype, np.frombuffer(blob, dtype=np.float32))  # type: ignore[attr-defined]
+                self.vectors.add_vector(fid, bank_id, ftype, np.frombuffer(blob, dtype=np.float32))  # type: ignore[attr-defined]
             swapped += len(rows)
             last = rows[-1][0]
         self.conn.execute("DELETE FROM reembed_staging WHERE bank_id = ?", (bank_id,))
         self.conn.execute("DELETE FROM meta WHERE key = ?", (f"reembed:{bank_id}",))
-        self.set_bank_embedder(bank_id, name, fingerprint)  # type: ignore[attr-defined]
+        self.vectors.set_bank_embedder(bank_id, name, fingerprint)  # type: ignore[attr-defined]
         self.set_meta("embedder", name)  # type: ignore[attr-defined]
         return swapped

@@ -10,9 +10,10 @@ cosine of their float vectors, read by offset from vec0's float chunks. The scan
 cached per connection until the file changes. Files from before the bits column (schema 3)
 get it in migration 4.
 
-Every bank records the embedder that made its vectors, by fingerprint (a hash of the model's
-weights, not its file name): vectors of two models in one bank would be silently meaningless,
-so a mismatch is an error that names the fix.
+Every bank records the embedder that made its vectors (banks.embedder, written and read
+here), by fingerprint (a hash of the model's weights, not its file name): vectors of two
+models in one bank would be silently meaningless, so a mismatch is an error that names the
+fix.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from memcli.store.search import _id_array, filter_active
+from memcli.store.core import StoreCore
+from memcli.store.search import SearchPart, _id_array, filter_active
 from memcli.store.types import FACT_TYPES, StoreError, batched, marks
 from memcli.store.vector_format import HALF, sign_bits, vector_table_sql
 
@@ -452,12 +454,25 @@ def _ranked_by_cosine(
     return list(zip(scan.ids[rows[order]].tolist(), cosines[order].tolist()))
 
 
-class VectorsMixin:
-    conn: Any
-    path: Any
+class VectorsPart:
+    """store.vectors: fact vectors (one vec0 table, partitioned by bank), the embedder each
+    bank was made with, and nearest-neighbour searches, with each bank's scan cached on this
+    connection."""
+
+    def __init__(self, core: StoreCore, search: SearchPart) -> None:
+        self.core = core
+        self.conn = core.conn
+        self.search = search
+        # Per bank: its scan of the vectors and the data_version it was read at (_bank_scan).
+        self._scans: dict[int, _CachedScan] = {}
+        # Scans another connection of this process lent this one (search_with).
+        self._adopted: dict[int, BankScan] = {}
+        self._vector_bits: bool | None = None  # whether fact_vec has the sign bits
+        self._scan_layout_ok: bool | None = None  # whether vec0 stores what BankScan reads
+        core.on_rollback(self.forget_scans)
 
     def vector_dim(self) -> int | None:
-        value = self.get_meta("embedding_dim")  # type: ignore[attr-defined]
+        value = self.core.get_meta("embedding_dim")
         return int(value) if value else None
 
     def has_vectors(self) -> bool:
@@ -468,22 +483,32 @@ class VectorsMixin:
         that it is the one the bank was made with). Call inside atomic()."""
         have_dim = self.vector_dim()
         if have_dim is None:
-            self.conn.execute(vector_table_sql("fact_vec", dim))
-            self.set_meta("embedding_dim", str(dim))  # type: ignore[attr-defined]
-            self.set_meta("embedder", name)  # type: ignore[attr-defined]
+            self.make_table(dim)
+            self.core.set_meta("embedder", name)
         elif have_dim != dim:
             raise StoreError(
-                f"{self.path} holds {have_dim}-dimensional vectors; {name} makes {dim}: "
+                f"{self.core.path} holds {have_dim}-dimensional vectors; {name} makes {dim}: "
                 "use another --db for it"
             )
         self.check_embedder(bank_id, name, fingerprint, record=True)
+
+    def make_table(self, dim: int) -> None:
+        """Create the vector table, for vectors of dim (there is none). Inside atomic()."""
+        self.conn.execute(vector_table_sql("fact_vec", dim))
+        self.core.set_meta("embedding_dim", str(dim))
+        self._vector_bits = None
+
+    def drop_table(self) -> None:
+        """Drop the vector table and every vector in it. Inside atomic()."""
+        self.conn.execute("DROP TABLE fact_vec")
+        self.forget_scans()
 
     def check_embedder(
         self, bank_id: int, name: str, fingerprint: str | None, *, record: bool = False
     ) -> None:
         """Raise when the bank was embedded by another model. With record, a bank that has
         no fingerprint yet (new, or made before fingerprints) takes this one's."""
-        have_name, have_fp = self.bank_embedder(bank_id)  # type: ignore[attr-defined]
+        have_name, have_fp = self.bank_embedder(bank_id)
         if have_fp is not None:
             if fingerprint is not None and have_fp != fingerprint:
                 raise StoreError(
@@ -502,7 +527,30 @@ class VectorsMixin:
                 f"{have_name} or re-embed the bank with `mem reembed`"
             )
         if record:
-            self.set_bank_embedder(bank_id, name, fingerprint)  # type: ignore[attr-defined]
+            self.set_bank_embedder(bank_id, name, fingerprint)
+
+    def bank_embedder(self, bank_id: int) -> tuple[str | None, str | None]:
+        """(embedder name, fingerprint) recorded for the bank, (None, None) before its first
+        vector."""
+        row = self.conn.execute(
+            "SELECT embedder, embedder_fingerprint FROM banks WHERE id = ?", (bank_id,)
+        ).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def set_bank_embedder(self, bank_id: int, name: str, fingerprint: str | None) -> None:
+        self.conn.execute(
+            "UPDATE banks SET embedder = ?, embedder_fingerprint = ? WHERE id = ?",
+            (name, fingerprint, bank_id),
+        )
+
+    def has_vector(self, fact_id: int) -> bool:
+        """Whether the fact has a vector."""
+        if self.core.get_meta("embedding_dim") is None:
+            return False
+        return (
+            self.conn.execute("SELECT 1 FROM fact_vec WHERE fact_id = ?", (fact_id,)).fetchone()
+            is not None
+        )
 
     def bank_has_vectors(self, bank_id: int) -> bool:
         if not self.has_vectors():
@@ -522,7 +570,7 @@ class VectorsMixin:
 
     def has_vector_bits(self) -> bool:
         """True when fact_vec carries the sign-bit column (the prefilter)."""
-        cached = getattr(self, "_vector_bits", None)
+        cached = self._vector_bits
         if cached is None:
             sql = self.conn.execute(
                 "SELECT sql FROM sqlite_master WHERE name = 'fact_vec'"
@@ -541,7 +589,7 @@ class VectorsMixin:
                 "VALUES(?, ?, ?, vec_bit(?), ?)",
                 (fact_id, bank_id, fact_type, bits, vec.astype(HALF).tobytes()),
             )
-            cached = self.__dict__.get("_scans", {}).get(bank_id)
+            cached = self._scans.get(bank_id)
             if cached is not None:
                 cached.written.append((fact_id, fact_type, bits))
             return
@@ -605,16 +653,15 @@ class VectorsMixin:
         bank's bits again costs ~25 ms at 100k facts); None hands it back. Floats are read
         on this connection. The scan is the lender's state of the file: the recall checks
         that no commit came between (pipeline.recall)."""
-        adopted = self.__dict__.setdefault("_adopted_scans", {})
         if scan is None:
-            adopted.pop(bank_id, None)
+            self._adopted.pop(bank_id, None)
         else:
-            adopted[bank_id] = scan
+            self._adopted[bank_id] = scan
 
     def forget_scans(self) -> None:
         """Drop the cached bank scans: this connection deleted or moved vectors, dropped the
         table, or rolled back writes the scans were told about."""
-        self.__dict__.pop("_scans", None)
+        self._scans = {}
 
     def _bank_scan(self, bank_id: int) -> BankScan | None:
         """The bank's vectors read from vec0's chunks, cached until another connection
@@ -622,12 +669,12 @@ class VectorsMixin:
         the cached scan of its new rows (added on the next read), and deletes, moves and
         rollbacks drop it (forget_scans), so a scan never misses or keeps a row.
         None when the table has no bits or is not laid out as BankScan reads it."""
-        adopted = self.__dict__.get("_adopted_scans")
+        adopted = self._adopted
         if adopted and bank_id in adopted:
             return adopted[bank_id]
         if not self.has_vector_bits():
             return None
-        if getattr(self, "_scan_layout_ok", None) is None:
+        if self._scan_layout_ok is None:
             row = self.conn.execute(
                 "SELECT value FROM fact_vec_info WHERE key = 'CREATE_VERSION'"
             ).fetchone()
@@ -635,7 +682,7 @@ class VectorsMixin:
         if not self._scan_layout_ok:
             return None
         version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        cache = self.__dict__.setdefault("_scans", {})
+        cache = self._scans
         hit = cache.get(bank_id)
         if hit is not None and hit.data_version == version:
             hit.scan.extend(hit.written)
