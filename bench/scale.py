@@ -168,7 +168,7 @@ def store_figures(db: Path) -> dict:
 
     with Store(db) as store:
         store.checkpoint()
-        facts = store.fact_count()
+        facts = store.facts.fact_count()
         links = store.links.link_count()
     size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
     return {"facts": facts, "links": links, "bytes": size}
@@ -188,7 +188,7 @@ def _source_ids(db: Path) -> list[str]:
     from memcli.store import Store
 
     with Store(db) as store:
-        return list(store.source_ids(store.require_bank("default")).values())
+        return list(store.facts.source_ids(store.require_bank("default")).values())
 
 
 def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
@@ -221,7 +221,7 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
             bank = store.ensure_bank("default", datetime(2026, 1, 1))
             store.vectors.ensure_vectors(bank, "random-unit-vectors", None, 384)
             for i, obj in enumerate(items[:size]):
-                store.insert_fact(
+                store.facts.insert_fact(
                     bank_id=bank,
                     text=obj["text"],
                     context=obj["context"],
@@ -239,7 +239,7 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
                     embedding=unit(),
                     now=datetime(2026, 1, 1),
                 )
-        ids = store.fact_ids_of_bank(bank)
+        ids = store.facts.fact_ids_of_bank(bank)
         top = max(ids)
 
         def fresh_scan() -> None:

@@ -124,7 +124,7 @@ def iter_facts(
         raise OptionError("--limit must be positive")
     if offset < 0:
         raise OptionError("--offset cannot be negative")
-    facts = store.iter_facts(bank_id, sel, limit=limit, offset=offset)
+    facts = store.facts.iter_facts(bank_id, sel, limit=limit, offset=offset)
     return facts if sel.as_of is None else _as_they_stood(facts, sel.as_of)
 
 
@@ -145,10 +145,10 @@ def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any
     bank_id = store.require_bank(bank)
     if not fact_ids:
         raise LifecycleError("give at least one fact id")
-    missing = store.missing_fact_ids(bank_id, list(fact_ids))
+    missing = store.facts.missing_fact_ids(bank_id, list(fact_ids))
     if missing:
         raise LifecycleError(f"no fact {_id_list(missing)} in bank {bank!r}")
-    facts = store.facts_by_id(list(fact_ids), bank_id)
+    facts = store.facts.facts_by_id(list(fact_ids), bank_id)
     embedder, fingerprint = store.vectors.bank_embedder(bank_id)
     out = []
     for fid in fact_ids:
@@ -181,7 +181,7 @@ def _earlier_versions(store: Store, fact_id: int) -> list[int]:
     seen = {fact_id}
     current = fact_id
     while True:  # the fact this one corrected, and so on
-        earlier = [i for i in store.facts_superseded_by(current) if i not in seen]
+        earlier = [i for i in store.facts.facts_superseded_by(current) if i not in seen]
         if not earlier:
             return chain
         current = earlier[0]
@@ -196,7 +196,7 @@ def history(store: Store, fact_id: int) -> list[dict[str, Any]]:
     seen = set(chain)
     current = fact_id
     while True:  # forward: what corrected this one
-        f = store.facts_by_id([current]).get(current)
+        f = store.facts.facts_by_id([current]).get(current)
         nxt = f.superseded_by if f else None
         if nxt is None or nxt in seen:
             break
@@ -205,7 +205,7 @@ def history(store: Store, fact_id: int) -> list[dict[str, Any]]:
         current = nxt
     if len(chain) == 1:
         return []
-    facts = store.facts_by_id(chain)
+    facts = store.facts.facts_by_id(chain)
     return [
         {
             "id": i,
@@ -276,18 +276,18 @@ def plan_forget(
         )
     bank_id = store.require_bank(bank)
     if sel.ids:
-        missing = store.missing_fact_ids(bank_id, sel.ids)
+        missing = store.facts.missing_fact_ids(bank_id, sel.ids)
         if missing:
             raise LifecycleError(f"no fact {_id_list(missing)} in bank {bank!r}; nothing forgotten")
     if sel.document is not None and store.document_row(bank_id, sel.document) is None:
         raise LifecycleError(f"no document {sel.document!r} in bank {bank!r}; nothing forgotten")
-    ids = store.selected_fact_ids(bank_id, sel)
+    ids = store.facts.selected_fact_ids(bank_id, sel)
     if sel.query is not None:
         ranked = _query_ids(store, bank, sel, embedder)
         chosen = set(ids)
         ids = sorted(i for i in ranked if i in chosen)
-    plan = ForgetPlan(bank_id, ids, store.superseded_among(ids) if ids else 0)
-    plan.preview = list(store.facts_by_id(ids[:preview], bank_id).values())
+    plan = ForgetPlan(bank_id, ids, store.facts.superseded_among(ids) if ids else 0)
+    plan.preview = list(store.facts.facts_by_id(ids[:preview], bank_id).values())
     return plan
 
 
@@ -348,8 +348,8 @@ def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
     FORGET_COUNTS)."""
     with store.atomic():
         # Facts picked at plan time that are gone now (another process) are simply skipped.
-        reopened = store.reopen_superseded(plan.fact_ids)
-        counts = store.delete_facts(plan.fact_ids)
+        reopened = store.facts.reopen_superseded(plan.fact_ids)
+        counts = store.facts.delete_facts(plan.fact_ids)
         counts["documents"] = store.delete_empty_documents(plan.bank_id)
         counts["reopened"] = reopened
     return counts
@@ -379,7 +379,7 @@ def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
     item does not say (speaker, tags, type, source, metadata) is the old fact's, and its
     relative dates are read as of the chain's first version. Changed in place."""
     earlier = _earlier_versions(store, old.id)
-    first = store.facts_by_id(earlier[:1]).get(earlier[0], old) if earlier else old
+    first = store.facts.facts_by_id(earlier[:1]).get(earlier[0], old) if earlier else old
     for item in items:
         item.source_id = item.source_id if item.source_id is not None else old.source_id
         item.context = item.context if item.context is not None else old.context
@@ -393,7 +393,7 @@ def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
 
 def current_fact(store: Store, bank: str, fact_id: int) -> Fact:
     """A fact that is still valid (one that can be corrected), or LifecycleError."""
-    old = store.facts_by_id([fact_id], store.require_bank(bank)).get(fact_id)
+    old = store.facts.facts_by_id([fact_id], store.require_bank(bank)).get(fact_id)
     if old is None:
         raise LifecycleError(f"no fact {fact_id} in bank {bank!r}; nothing stored")
     if old.superseded_by is not None or old.invalid_at is not None:
@@ -437,10 +437,10 @@ def retain_superseding(
             raise LifecycleError(
                 f"nothing new was stored (identical to a stored fact); fact {old.id} left as it was"
             )
-        if not store.close_fact(old.id, recorded, new_ids[0]):
+        if not store.facts.close_fact(old.id, recorded, new_ids[0]):
             # Another process corrected or forgot it since it was read: what was stored
             # here is rolled back with this error.
-            now = store.facts_by_id([old.id]).get(old.id)
+            now = store.facts.facts_by_id([old.id]).get(old.id)
             if now is None:
                 raise LifecycleError(f"fact {old.id} was forgotten meanwhile; nothing stored")
             by = f" by fact {now.superseded_by}" if now.superseded_by else ""
@@ -466,7 +466,7 @@ def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, 
     if bank_id is None or not stored:
         return
     ids = [s["id"] for s in stored]
-    facts = store.facts_by_id(ids, bank_id)
+    facts = store.facts.facts_by_id(ids, bank_id)
     vectors = store.vectors.vectors_for(ids)
     for s in stored:
         s["possibly_supersedes"] = []
@@ -478,7 +478,7 @@ def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, 
             for other, cos in store.vectors.nearest(bank_id, vec, POSSIBLY_SUPERSEDES_NEIGHBOURS)
             if other != f.id and cos >= POSSIBLY_SUPERSEDES_COSINE
         ]
-        olds = store.facts_by_id([o for o, _ in near], bank_id)
+        olds = store.facts.facts_by_id([o for o, _ in near], bank_id)
         speaker = (f.context or "").strip().lower()
         s["possibly_supersedes"] = [
             o
@@ -571,7 +571,7 @@ def reembed(
     with store.atomic():
         if state != wanted:
             store.begin_reembed(bank_id, wanted)
-    total = store.fact_count(bank_id)
+    total = store.facts.fact_count(bank_id)
     resumed = store.staged_count(bank_id)
     if on_total:
         on_total(total, resumed)

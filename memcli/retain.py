@@ -526,11 +526,11 @@ class Retainer:
         # same id with the same words is the same memory, whatever time this run dates it.
         rerun: set[tuple[int, int | None, str, str]] = set()
         for (target_bank, doc_row), group in by_target.items():
-            seen[(target_bank, doc_row)] = store.existing_hashes(
+            seen[(target_bank, doc_row)] = store.facts.existing_hashes(
                 target_bank, doc_row, [p.content_hash for p in group]
             )
             undated = {p.item.source_id for p in group if _undated_with_id(p.item)}
-            for source_id, text, context, fact_type in store.facts_of_sources(
+            for source_id, text, context, fact_type in store.facts.facts_of_sources(
                 target_bank, doc_row, sorted(undated)
             ):
                 rerun.add((target_bank, doc_row, source_id, _timeless(text, context, fact_type)))
@@ -562,7 +562,7 @@ class Retainer:
                 )
             occurred_start = p.span.start if p.span else None
             occurred_end = p.span.end if p.span else None
-            fact_id = store.insert_fact(
+            fact_id = store.facts.insert_fact(
                 bank_id=target.bank_id,
                 text=p.text,
                 context=p.item.context,
@@ -659,7 +659,9 @@ class Retainer:
             return
         self._data_version = version
         self._entity_cache.clear()
-        if self._last_fact_id is not None and not self.store.facts_by_id([self._last_fact_id]):
+        if self._last_fact_id is not None and not self.store.facts.facts_by_id(
+            [self._last_fact_id]
+        ):
             self._last_fact_id = None
 
     def _link_entities(self, bank_id: int, fact_id: int, names: list[str], seen: datetime) -> int:

@@ -382,7 +382,7 @@ def test_a_cjk_date_off_the_calendar_stores_the_whole_import(tmp_path: Path) -> 
     assert out.exit_code == 0, out.output
     store = Store(db, create=False)
     try:
-        assert store.fact_count() == 71
+        assert store.facts.fact_count() == 71
     finally:
         store.close()
     for query, now in (

@@ -26,7 +26,7 @@ def fact_count(db: Path) -> int:
     from memcli.store import Store
 
     with Store(db) as s:
-        return s.fact_count()
+        return s.facts.fact_count()
 
 
 def test_retain_then_recall_as_text_json_and_md(db_path):

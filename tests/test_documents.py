@@ -34,11 +34,11 @@ def texts_of(db: Path, document: str | None = None) -> list[str]:
     with Store(db) as s:
         bank = s.require_bank("default")
         if document is None:
-            ids = s.fact_ids_of_bank(bank)
+            ids = s.facts.fact_ids_of_bank(bank)
         else:
             row = s.document_row(bank, document)
             ids = s.document_fact_ids(row) if row else []
-        facts = s.facts_by_id(ids, bank)
+        facts = s.facts.facts_by_id(ids, bank)
         return sorted(f.text for f in facts.values())
 
 
@@ -205,7 +205,7 @@ def test_an_interrupted_replace_leaves_the_old_version_whole(db_path, tmp_path, 
     with Store(db_path) as s:
         fts = s.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
         vec = s.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
-        assert fts == vec == s.fact_count() == 301
+        assert fts == vec == s.facts.fact_count() == 301
 
 
 def _entity_records(db: Path) -> list[dict]:
@@ -285,7 +285,7 @@ def test_an_interrupted_call_counts_only_what_it_keeps(store, embedder):
     summary = retainer.retain(items, progress=progress)
     assert summary.interrupted
     bank = store.require_bank("default")
-    assert store.fact_count(bank) == 3
+    assert store.facts.fact_count(bank) == 3
     assert (summary.items, summary.facts) == (3, 3)
     assert summary.line().startswith("interrupted: kept 3 items, 3 facts stored")
 
@@ -316,7 +316,7 @@ def test_an_interrupted_call_counts_only_the_entities_and_links_it_keeps(store, 
         settings=RetainSettings(batch_items=3),
     )
     summary = retainer.retain(items, progress=progress)
-    assert summary.interrupted and store.fact_count(store.require_bank("default")) == 3
+    assert summary.interrupted and store.facts.fact_count(store.require_bank("default")) == 3
     kept_entities = store.conn.execute("SELECT count(*) FROM entities").fetchone()[0]
     assert (summary.entities, summary.links) == (kept_entities, store.links.link_count())
 
@@ -355,7 +355,7 @@ def test_a_replace_committed_while_recall_reads_is_not_mixed_in(db_path, embedde
         result = pipeline.recall(
             store, "default", "lighthouse keeper ledger", RecallOptions(), embedder=embedder
         )
-        live = {f.id for f in store.facts_by_id(range(1, 100)).values()}
+        live = {f.id for f in store.facts.facts_by_id(range(1, 100)).values()}
     assert swaps
     texts = [c.fact.text for c in result.results]
     assert texts and all("new ledger" in t for t in texts), texts
@@ -386,7 +386,7 @@ def _current_and_closed(db: Path) -> tuple[list[str], dict[str, str | None]]:
     """(texts of the valid facts, text of each closed fact -> its successor's text)."""
     with Store(db) as s:
         bank = s.require_bank("default")
-        facts = s.facts_by_id(s.fact_ids_of_bank(bank), bank)
+        facts = s.facts.facts_by_id(s.facts.fact_ids_of_bank(bank), bank)
     valid = sorted(f.text for f in facts.values() if f.invalid_at is None)
     closed = {
         f.text: facts[f.superseded_by].text if f.superseded_by in facts else None
@@ -545,7 +545,7 @@ def test_a_bank_renamed_while_a_retain_writes_into_it_gets_the_whole_retain(db_p
     with Store(db_path) as store:
         assert store.bank_names() == ["job"]
         job = store.require_bank("job")
-        assert len(store.fact_ids_of_bank(job)) == 13
+        assert len(store.facts.fact_ids_of_bank(job)) == 13
     out = runner.invoke(app, ["--db", str(db_path), "doctor"])
     assert out.exit_code == 0, out.output
     dump = db_path.with_name("job.jsonl")
@@ -576,5 +576,5 @@ def test_a_bank_deleted_while_a_retain_writes_into_it_stops_the_retain(db_path, 
             retainer.retain(_people_items(12), delete_after_the_first_batch)
     with Store(db_path) as store:
         assert store.bank_names() == []
-        assert store.fact_count() == 0
+        assert store.facts.fact_count() == 0
     assert hidden_rows(db_path) == 0

@@ -123,7 +123,7 @@ def test_recomputed_vectors_equal_the_originals(source: Path, tmp_path: Path, em
     fresh = tmp_path / "fresh.db"
     ok(mem(fresh, "import", "-", input=ok(mem(source, "export"))))
     with Store(source) as a, Store(fresh) as b:
-        ids = a.fact_ids_of_bank(a.require_bank("default"))
+        ids = a.facts.fact_ids_of_bank(a.require_bank("default"))
         va, vb = a.vectors.vectors_for(ids), b.vectors.vectors_for(ids)
     assert set(va) == set(vb) == set(ids)
     for i in ids:
@@ -579,7 +579,7 @@ def test_an_import_into_a_new_path_stopped_midway_leaves_no_store(big_export, tm
     # The same import run to its end makes the store, and removes what the killed one left.
     ok(mem(fresh, "import", str(big_export)))
     with Store(fresh) as s:
-        assert s.fact_count() == 300
+        assert s.facts.fact_count() == 300
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mem.db"]
 
 
@@ -842,7 +842,7 @@ def test_an_import_lets_other_writers_in_while_it_embeds(source: Path, target: P
     assert report.embedded == report.counts["facts"] > 0
     with Store(target) as s:
         assert sorted(s.bank_names()) == ["copy", "default", "other"]
-        assert s.fact_count() == 1 + 1 + report.counts["facts"]
+        assert s.facts.fact_count() == 1 + 1 + report.counts["facts"]
 
 
 @pytest.mark.parametrize("kind", ["document", "chunk", "entity"])

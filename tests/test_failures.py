@@ -52,7 +52,7 @@ def one_error_line(stderr: str, *needles: str) -> None:
 
 def fact_count(db: Path) -> int:
     with Store(db) as s:
-        return s.fact_count()
+        return s.facts.fact_count()
 
 
 def seeded(db: Path) -> Path:
@@ -264,7 +264,7 @@ def test_jsonl_lines_end_only_at_newlines(db_path, tmp_path, separator):
     r = mem(db_path, "retain", "--jsonl", str(path))
     assert r.exit_code == 0, r.stderr
     with Store(db_path) as s:
-        texts = " ".join(f.text for f in s.facts_by_id(range(1, 10)).values())
+        texts = " ".join(f.text for f in s.facts.facts_by_id(range(1, 10)).values())
     assert "blue pot" in texts and "A second line." in texts
     query = json.dumps({"query": f"spare{separator}key"}, ensure_ascii=False)
     r = mem(db_path, "recall", "--batch", "-", "--format", "json", input=query + "\n")
@@ -451,7 +451,9 @@ def test_an_aware_timestamp_through_the_library_is_stored_as_utc(store, embedder
     Retainer(store, "default", embedder).retain(
         [RetainItem(text="Met Ada at the port.", timestamp=said)]
     )
-    (fact,) = store.facts_by_id(store.fact_ids_of_bank(store.require_bank("default"))).values()
+    (fact,) = store.facts.facts_by_id(
+        store.facts.fact_ids_of_bank(store.require_bank("default"))
+    ).values()
     assert fact.mentioned_at == datetime(2026, 3, 1, 7, 30)
 
 
@@ -468,7 +470,7 @@ def test_natural_language_at_is_local_time_stored_as_utc(db_path, monkeypatch):
         .replace(tzinfo=None)
     )
     with Store(db_path) as s:
-        (fact,) = s.facts_by_id(s.fact_ids_of_bank(s.require_bank("default"))).values()
+        (fact,) = s.facts.facts_by_id(s.facts.fact_ids_of_bank(s.require_bank("default"))).values()
     assert fact.mentioned_at == expected
 
 
@@ -485,7 +487,9 @@ def test_a_full_disk_during_a_document_replace_keeps_the_old_version(db_path, tm
     retain_past_a_full_disk(db_path, path)
     with Store(db_path) as s:
         bank = s.require_bank("default")
-        texts = sorted(f.text for f in s.facts_by_id(s.fact_ids_of_bank(bank), bank).values())
+        texts = sorted(
+            f.text for f in s.facts.facts_by_id(s.facts.fact_ids_of_bank(bank), bank).values()
+        )
     assert texts == sorted(r["text"] for r in old)
 
 
@@ -583,7 +587,7 @@ def test_relative_dates_are_read_on_the_users_local_day(db_path, monkeypatch):
     said = "2026-03-21T20:00:00Z"
     assert mem(db_path, "retain", "I went hiking yesterday.", "--at", said).exit_code == 0
     with Store(db_path) as s:
-        (fact,) = s.facts_by_id(s.fact_ids_of_bank(s.require_bank("default"))).values()
+        (fact,) = s.facts.facts_by_id(s.facts.fact_ids_of_bank(s.require_bank("default"))).values()
     assert (fact.occurred_start, fact.occurred_end) == (
         datetime(2026, 3, 21),
         datetime(2026, 3, 22),
@@ -903,12 +907,12 @@ def test_a_jsonl_line_that_cannot_be_read_names_its_line_and_can_be_skipped(
     out = mem(db_path, "retain", "--jsonl", str(src))
     assert out.exit_code != 0
     assert needle in out.output and "unexpected" not in out.output, out.output
-    assert not db_path.exists() or Store(db_path, create=False).fact_count() == 0
+    assert not db_path.exists() or Store(db_path, create=False).facts.fact_count() == 0
     out = mem(db_path, "retain", "--jsonl", str(src), "--skip-invalid", "--json")
     assert out.exit_code == 0, out.output
     store = Store(db_path, create=False)
     try:
-        assert sorted(store.fact_texts(store.require_bank("default"))) == [
+        assert sorted(store.facts.fact_texts(store.require_bank("default"))) == [
             "first note",
             "third note",
         ]

@@ -99,7 +99,7 @@ def db_snapshot(db: Path) -> dict[str, int]:
 
 def test_list_newest_first_with_filters_and_formats(db: Path, monkeypatch) -> None:
     # Pages of two rows: every listing below crosses page boundaries.
-    monkeypatch.setattr("memcli.store.lifecycle.PAGE", 2)
+    monkeypatch.setattr("memcli.store.facts.PAGE", 2)
     all_ids = ids_listed(db)
     assert len(all_ids) == 6
     said = [
@@ -150,7 +150,7 @@ def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
     target = fact_id(db, "Zorblax")
     with Store(db) as s:
         bank = s.require_bank("default")
-        fact = s.facts_by_id([target], bank)[target]
+        fact = s.facts.facts_by_id([target], bank)[target]
         # Its chunk is its own; "Zorblax" is an entity only this fact mentions.
         own_entities = [
             eid
@@ -245,14 +245,14 @@ def test_forget_bad_input_changes_nothing(db: Path) -> None:
 def test_correct_then_as_of_sees_the_store_as_it_stood(db: Path) -> None:
     old = fact_id(db, "Rotterdam")
     with Store(db) as s:
-        recorded = s.facts_by_id([old])[old].created_at
+        recorded = s.facts.facts_by_id([old])[old].created_at
     time.sleep(1.1)  # times are stored to the second: the correction must come later
     r = mem(db, "correct", str(old), "The office moves to Utrecht in October.")
     ok(r)
     new = fact_id(db, "Utrecht")
     assert f"fact {old} corrected by {new}" in r.stderr
     with Store(db) as s:
-        f_old, f_new = (s.facts_by_id([old, new])[i] for i in (old, new))
+        f_old, f_new = (s.facts.facts_by_id([old, new])[i] for i in (old, new))
     assert f_old.superseded_by == new and f_old.invalid_at == f_new.created_at > recorded
     assert f_new.context == "HR" and f_new.fact_type == "world"
 
@@ -297,13 +297,13 @@ def test_retain_supersedes_and_forgetting_a_correction_restores_the_old_fact(db:
     ok(r)
     new = fact_id(db, "stopped")
     with Store(db) as s:
-        assert s.facts_by_id([old])[old].superseded_by == new
+        assert s.facts.facts_by_id([old])[old].superseded_by == new
     assert old not in ids_listed(db)
     r = mem(db, "forget", str(new), "--yes")
     assert "1 corrected facts valid again" in r.stderr
     assert old in ids_listed(db)
     with Store(db) as s:
-        f = s.facts_by_id([old])[old]
+        f = s.facts.facts_by_id([old])[old]
         assert f.invalid_at is None and f.superseded_by is None
 
 
@@ -318,7 +318,7 @@ def test_a_correction_reads_its_relative_dates_as_of_the_corrected_statement(
     ok(mem(db, "correct", str(old), "Maya flies to Porto next Friday."))
     new = fact_id(db, "Porto")
     with Store(db) as s:
-        f_old, f_new = (s.facts_by_id([old, new])[i] for i in (old, new))
+        f_old, f_new = (s.facts.facts_by_id([old, new])[i] for i in (old, new))
     assert f_old.occurred_start == datetime(2026, 5, 8)
     assert f_new.occurred_start == f_old.occurred_start
     # Said (and recorded) when corrected, as before: --as-of and recency see it then.
@@ -327,7 +327,7 @@ def test_a_correction_reads_its_relative_dates_as_of_the_corrected_statement(
     ok(mem(db, "correct", str(new), "Maya flies to Faro next Friday."))
     third = fact_id(db, "Faro")
     with Store(db) as s:
-        assert s.facts_by_id([third])[third].occurred_start == datetime(2026, 5, 8)
+        assert s.facts.facts_by_id([third])[third].occurred_start == datetime(2026, 5, 8)
 
 
 @pytest.mark.parametrize(
@@ -353,7 +353,7 @@ def test_forgetting_part_of_a_correction_chain_leaves_one_current_version(
     assert {k for k, i in ids.items() if i in listed} == current
     name = {i: k for k, i in ids.items()}
     with Store(db) as s:
-        facts = s.facts_by_id([ids[k] for k in ids if k not in forgotten])
+        facts = s.facts.facts_by_id([ids[k] for k in ids if k not in forgotten])
     assert {name[i]: name[f.superseded_by] for i, f in facts.items() if f.superseded_by} == chain
     for i, f in facts.items():
         assert (f.invalid_at is None) == (name[i] in current)
@@ -394,7 +394,7 @@ def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def vectors(db: Path) -> dict[int, np.ndarray]:
     with Store(db) as s:
-        return s.vectors.vectors_for(s.fact_ids_of_bank(s.require_bank("default")))
+        return s.vectors.vectors_for(s.facts.fact_ids_of_bank(s.require_bank("default")))
 
 
 def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
@@ -567,7 +567,7 @@ def test_a_correction_of_a_fact_changed_since_it_was_read_stores_nothing(
     store = Store(db_path)
     try:
         Retainer(store, "default", embedder).retain([RetainItem(text="Maya lives in Porto.")])
-        (first,) = store.fact_ids_of_bank(store.require_bank("default"))
+        (first,) = store.facts.fact_ids_of_bank(store.require_bank("default"))
         stale = lifecycle.current_fact(store, "default", first)  # read by this correction
         if meanwhile == "corrected":  # another process corrects it first
             other = lifecycle.correction_item(store, stale, "Maya lives in Lagos.")
@@ -576,11 +576,11 @@ def test_a_correction_of_a_fact_changed_since_it_was_read_stores_nothing(
             )
         else:  # another process forgets it first
             lifecycle.forget(store, lifecycle.plan_forget(store, "default", _ids_selection(first)))
-        before = sorted(store.fact_ids_of_bank(store.require_bank("default")))
+        before = sorted(store.facts.fact_ids_of_bank(store.require_bank("default")))
         item = lifecycle.correction_item(store, stale, "Maya lives in Faro.")
         with pytest.raises(lifecycle.LifecycleError, match=f"fact {first}"):
             lifecycle.retain_superseding(store, stale, Retainer(store, "default", embedder), [item])
-        assert sorted(store.fact_ids_of_bank(store.require_bank("default"))) == before
+        assert sorted(store.facts.fact_ids_of_bank(store.require_bank("default"))) == before
     finally:
         store.close()
 
@@ -662,10 +662,12 @@ def test_a_forget_by_another_process_between_two_batches_of_a_retain(db_path: Pa
     try:
         retainer = Retainer(writer, "default", embedder)
         retainer.retain_batch([RetainItem(text="Ana visited Zanzibar on her first trip.")])
-        ids = other.fact_ids_of_bank(other.require_bank("default"))
+        ids = other.facts.fact_ids_of_bank(other.require_bank("default"))
         lifecycle.forget(other, lifecycle.plan_forget(other, "default", _ids_selection(*ids)))
         retainer.retain_batch([RetainItem(text="Ana flew back to Zanzibar in June.")])
-        facts = writer.facts_by_id(writer.fact_ids_of_bank(writer.require_bank("default")))
+        facts = writer.facts.facts_by_id(
+            writer.facts.fact_ids_of_bank(writer.require_bank("default"))
+        )
         assert [sorted(f.entities) for f in facts.values()] == [["Ana", "Zanzibar"]]
     finally:
         writer.close()

@@ -159,9 +159,9 @@ def test_fact_count_is_kept_until_the_store_changes(store, remember, db_path):
 
     remember("Alice met Bob at the cafe.")
     bank = store.require_bank("default")
-    assert store.fact_count(bank) == 1
+    assert store.facts.fact_count(bank) == 1
     remember("Carol keeps her bike in the garage.")  # a write on this connection
-    assert store.fact_count(bank) == 2
+    assert store.facts.fact_count(bank) == 2
     with Store(db_path) as other, other.atomic():  # a commit by another connection
-        other.delete_facts([max(other.fact_ids_of_bank(bank))])
-    assert store.fact_count(bank) == 1
+        other.facts.delete_facts([max(other.facts.fact_ids_of_bank(bank))])
+    assert store.facts.fact_count(bank) == 1

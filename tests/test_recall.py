@@ -296,7 +296,7 @@ def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
     ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY id")]
     question, reply, weather, late, same_speaker, unsaid, count_me = ids
     # "Why not?" came more than reply_max_gap_hours after the fact before it.
-    assert store.next_facts(ids, 6.0) == {
+    assert store.facts.next_facts(ids, 6.0) == {
         question: reply,
         reply: weather,
         late: same_speaker,
@@ -304,7 +304,7 @@ def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
         unsaid: count_me,
     }
 
-    facts = store.facts_by_id(ids)
+    facts = store.facts.facts_by_id(ids)
     cands = []
     for fid, fused in [
         (question, 1.0),

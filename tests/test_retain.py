@@ -166,6 +166,6 @@ def test_a_text_repeated_in_one_call_is_embedded_once(store, embedder):
     counting = Counting(embedder)
     text = " ".join(["The boiler in the basement was serviced on Tuesday."] * 300)
     summary = Retainer(store, "default", counting).retain([RetainItem(text)])
-    assert store.fact_count() == 1
+    assert store.facts.fact_count() == 1
     assert summary.facts == 1 and summary.duplicates >= 40  # the splitter groups sentences
     assert counting.texts == 1

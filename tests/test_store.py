@@ -71,7 +71,7 @@ def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, emb
         assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert {"facts_context", "facts_dedupe"} <= index_names(store)
         bank = store.require_bank("default")
-        facts = store.facts_by_id([1, 2], bank)
+        facts = store.facts.facts_by_id([1, 2], bank)
         assert [facts[i].text for i in (1, 2)] == [
             "Sam moved to Lisbon.",
             "Sam works at the harbour.",
@@ -92,7 +92,7 @@ def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, emb
         summary = Retainer(store, "default", embedder).retain(
             [RetainItem("Sam moved to Lisbon.", context="Sam", timestamp=DAY, document_id="notes")]
         )
-        assert store.fact_count() == 1  # the document was replaced by its one-item version
+        assert store.facts.fact_count() == 1  # the document was replaced by its one-item version
         assert summary.documents_replaced == 1
 
 
@@ -106,13 +106,13 @@ def test_contexts_among_finds_the_speakers_a_query_names(store, remember):
     )
     remember("Elsewhere.", bank="other", context="Tom", timestamp=DAY)
     bank = store.require_bank("default")
-    assert store.contexts_among(bank, ["sam", "PRIYA NAIR", "c++ team", "Tom", "Alps"]) == [
+    assert store.facts.contexts_among(bank, ["sam", "PRIYA NAIR", "c++ team", "Tom", "Alps"]) == [
         "C++ team",
         "Priya Nair",
         "Sam",
     ]
-    assert store.contexts_among(bank, ['"); DROP TABLE facts; --', "Priya"]) == []
-    assert store.contexts_among(bank, []) == []
+    assert store.facts.contexts_among(bank, ['"); DROP TABLE facts; --', "Priya"]) == []
+    assert store.facts.contexts_among(bank, []) == []
     # The lookup is an index probe, not a scan of the bank.
     plan = " ".join(
         str(row)
@@ -367,7 +367,7 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
     with store.atomic():
         bank = store.ensure_bank("default", at)
         store.vectors.ensure_vectors(bank, "unit", None, 8)
-        fid = store.insert_fact(
+        fid = store.facts.insert_fact(
             bank_id=bank,
             text=text,
             context='Ana "A" \\ Lee',
@@ -389,7 +389,7 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
             store.entities.mention_entity(
                 fid, store.entities.insert_entity(bank, name, at, [name.lower()]), at
             )
-    fact = store.facts_by_id([fid, fid, 10**9], bank)[fid]
+    fact = store.facts.facts_by_id([fid, fid, 10**9], bank)[fid]
     assert fact.text == text
     assert fact.context == 'Ana "A" \\ Lee'
     assert (fact.fact_type, fact.source_id, fact.tags) == ("experience", "src-1", ["b", "a"])
@@ -401,9 +401,9 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
     )
     # names sorted as SQLite's BINARY collation sorts them
     assert fact.entities == sorted(["Zoë", "Ana Lee", "Ärger"])
-    assert store.facts_by_id([fid], bank + 1) == {}
+    assert store.facts.facts_by_id([fid], bank + 1) == {}
     with Store(store.path, create=False) as other:
-        assert other.facts_by_id([fid])[fid] == fact
+        assert other.facts.facts_by_id([fid])[fid] == fact
 
 
 def test_entity_expansions_count_every_bank_and_list_the_banks_latest(store, bare_fact):

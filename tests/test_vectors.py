@@ -48,7 +48,9 @@ def test_nearest_finds_the_exact_nearest_facts_beyond_the_prefilter(store, remem
             abs(c - float(np.dot(vectors[list(ids).index(f)], qvec))) < 1e-3 for f, c in found
         )
         # vec0's own KNN over the same bits gives the same answer
-        assert [f for f, _ in store.vectors._vec0_nearest(bank, qvec, 5, None)] == [f for f, _ in found]
+        assert [f for f, _ in store.vectors._vec0_nearest(bank, qvec, 5, None)] == [
+            f for f, _ in found
+        ]
 
 
 def test_temporal_neighbours_are_the_nearest_in_time_within_the_cutoff(store, remember):
@@ -204,7 +206,7 @@ def test_a_closed_reader_is_reused_and_closed_with_its_store(store, remember):
     conn = reader.conn
     reader.close()
     again = store.reader()
-    assert again is reader and again.fact_count() == 1
+    assert again is reader and again.facts.fact_count() == 1
     other = store.reader()  # while one is out, another is a new connection
     assert other is not again
     again.close()
@@ -224,7 +226,7 @@ def test_a_fact_deleted_by_another_process_after_the_scan_reads_as_zeros(store, 
     rows = np.arange(len(scan))
     doomed = int(scan.ids[0])
     with Store(db_path) as other, other.atomic():
-        other.delete_facts([doomed])
+        other.facts.delete_facts([doomed])
     vectors = scan.floats(rows, store.conn)  # the scan read before the delete: no error, zeros
     assert not vectors[0].any() and all(v.any() for v in vectors[1:])
     # the next search reads the bank again and no longer has it
@@ -260,7 +262,7 @@ def test_a_kept_scan_follows_this_connections_writes(store, remember, db_path):
         ),
         "read twice": lambda: store.vectors._bank_scan(bank),
         "retain again": lambda: remember([RetainItem("One more fact.", timestamp=DAY)]),
-        "delete": lambda: store.delete_facts(store.fact_ids_of_bank(bank)[:3]),
+        "delete": lambda: store.facts.delete_facts(store.facts.fact_ids_of_bank(bank)[:3]),
         "retain a document": lambda: remember(
             [RetainItem(f"Doc line {i}.", document_id="d", timestamp=DAY) for i in range(4)]
         ),
@@ -284,7 +286,7 @@ def test_a_kept_scan_follows_this_connections_writes(store, remember, db_path):
 
     # another connection's commit
     with Store(db_path) as other, other.atomic():
-        other.delete_facts(other.fact_ids_of_bank(bank)[:2])
+        other.facts.delete_facts(other.facts.fact_ids_of_bank(bank)[:2])
     _same_scan(store, bank)
 
 
@@ -379,7 +381,7 @@ def test_link_search_over_a_large_bank_finds_the_exact_nearest_earlier_facts(sto
         store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         for i, vec in enumerate(vectors):
             bare_fact(store, bank, i, vec, DAY)
-    ids = np.array(store.fact_ids_of_bank(bank))
+    ids = np.array(store.facts.fact_ids_of_bank(bank))
     stored = np.stack([store.vectors.vectors_for([int(i)])[int(i)] for i in ids])
     new = list(range(len(ids) - 64, len(ids)))
     excluded = {int(ids[5]), int(ids[25])}

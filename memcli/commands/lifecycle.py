@@ -787,7 +787,7 @@ def banks(
         try:
             with _errors():
                 bank_id = store.require_bank(delete)
-                n = store.fact_count(bank_id)
+                n = store.facts.fact_count(bank_id)
                 _confirm(
                     f"Delete bank {delete!r} and its {n} facts? This cannot be undone.",
                     yes,

@@ -32,7 +32,7 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     if not seeds:
         return result
     store = ctx.store
-    total = store.fact_count(ctx.bank_id)
+    total = store.facts.fact_count(ctx.bank_id)
 
     # entity -> the best cosine among the seeds carrying it, and which seeds carry it
     seeds_with: dict[int, set[int]] = defaultdict(set)

@@ -36,7 +36,9 @@ def drop_common_characters(ctx: ArmContext, terms: list[str]) -> list[str]:
     singles = [t for t in terms if len(t) == 1 and fts.is_cjk(t)]
     if not singles or s.keyword_cjk_char_max_share >= 1.0:
         return terms
-    limit = max(s.keyword_cjk_char_max_share * ctx.store.fact_count(), s.keyword_cjk_char_min_count)
+    limit = max(
+        s.keyword_cjk_char_max_share * ctx.store.facts.fact_count(), s.keyword_cjk_char_min_count
+    )
     common = {t for t in singles if ctx.store.search.keyword_match_count(t) > limit}
     return [t for t in terms if t not in common]
 

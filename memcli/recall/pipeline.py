@@ -323,7 +323,9 @@ def _recall_once(
 
     t0 = time.perf_counter()
     named = (
-        scoring.named_contexts(query, store.contexts_among(bank_id, scoring.query_spans(query)))
+        scoring.named_contexts(
+            query, store.facts.contexts_among(bank_id, scoring.query_spans(query))
+        )
         if options.boosts
         else frozenset()
     )
@@ -422,7 +424,7 @@ def _read_facts(store: Store, bank_id: int, have: dict[int, Fact], wanted: Itera
     """Add to `have` the bank's facts among `wanted` that it lacks."""
     missing = list(dict.fromkeys(f for f in wanted if f not in have))
     if missing:
-        have.update(store.facts_by_id(missing, bank_id))
+        have.update(store.facts.facts_by_id(missing, bank_id))
 
 
 def _on_own_connection(
@@ -448,7 +450,7 @@ def _on_own_connection(
         own = dataclasses.replace(ctx, store=reader)
         result = timed(fn, own, *args)
         unread = [h.fact_id for h in result.hits if h.fact_id not in known]
-        result.facts = reader.facts_by_id(unread, ctx.bank_id)
+        result.facts = reader.facts.facts_by_id(unread, ctx.bank_id)
         return result
     finally:
         if scan is not None:

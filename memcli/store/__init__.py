@@ -26,7 +26,7 @@ from memcli.store.base import (
 from memcli.store.core import StoreCore
 from memcli.store.documents import DocumentsMixin
 from memcli.store.entities import EntitiesPart
-from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsMixin
+from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsPart
 from memcli.store.health import HealthMixin
 from memcli.store.lifecycle import LifecycleMixin
 from memcli.store.links import LinksPart
@@ -54,7 +54,6 @@ from memcli.store.vectors import VectorsPart
 class Store(
     BanksMixin,
     DocumentsMixin,
-    FactsMixin,
     LifecycleMixin,
     HealthMixin,
     StoreCore,
@@ -69,6 +68,7 @@ class Store(
         self.entities = EntitiesPart(self)
         self.links = LinksPart(self)
         self.vectors = VectorsPart(self, self.search)
+        self.facts = FactsPart(self, self.vectors, self.entities)
         self.on_close(self.release_staging_locks)
         # Readers of this store that their users closed, kept for the next reader(); and,
         # for a reader, the pool it goes back to.

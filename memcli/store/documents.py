@@ -46,7 +46,7 @@ class DocumentsMixin:
         ]
 
     def delete_document(self, document_row: int) -> dict[str, int]:
-        counts = self.delete_facts(self.document_fact_ids(document_row))  # type: ignore[attr-defined]
+        counts = self.facts.delete_facts(self.document_fact_ids(document_row))  # type: ignore[attr-defined]
         self.conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_row,))
         self.conn.execute("DELETE FROM documents WHERE id = ?", (document_row,))
         return counts
@@ -87,7 +87,7 @@ class DocumentsMixin:
                 # what it closed is valid again, unless the new version says the same.
                 old_ids = self.document_fact_ids(live)
                 same = self._same_content(old_ids, row)
-                self.reopen_superseded(old_ids, same)  # type: ignore[attr-defined]
+                self.facts.reopen_superseded(old_ids, same)  # type: ignore[attr-defined]
                 self._carry_closed_state(old_ids, row, same)
                 self.delete_document(live)
                 replaced.append(external_id)
@@ -159,7 +159,7 @@ class DocumentsMixin:
         owner = self.conn.execute(
             "SELECT owner FROM banks WHERE id = ?", (staging_bank,)
         ).fetchone()
-        counts = self.delete_facts(self.fact_ids_of_bank(staging_bank))  # type: ignore[attr-defined]
+        counts = self.facts.delete_facts(self.facts.fact_ids_of_bank(staging_bank))  # type: ignore[attr-defined]
         self.conn.execute("DELETE FROM chunks WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM documents WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))

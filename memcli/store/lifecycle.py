@@ -1,30 +1,16 @@
-"""The SQL of the memory lifecycle: selecting facts for list/forget, a fact's links and
-history, closing and reopening validity, banks renamed or deleted, the rows of an export
-and their import, and the staging table of a re-embedding.
-
-A selection is any object with the attributes of memcli.lifecycle.Selection (ids, document,
-source_id, context, since, until, plus the recall filter's types, tags, tags_match,
-valid_only and as_of); it becomes SQL here, with every user value a bound parameter.
-"""
+"""The SQL of the memory lifecycle: banks renamed or deleted, the rows of an export and
+their import, and the staging table of a re-embedding."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from itertools import islice
 from typing import Any
 
 import numpy as np
 
-from memcli.store.facts import _fact_from_row, fact_columns
-from memcli.store.search import filter_sql
-from memcli.store.types import Fact, StoreError, batched, iso, marks, stored_json
-
-# Rows fetched per query when streaming (list, export): memory stays bounded at any size.
-# Paged reads walk the primary key (`+bank_id` keeps SQLite from choosing a bank index and
-# sorting the whole bank for every page).
-PAGE = 500
+from memcli.store.types import PAGE, StoreError, batched, marks, stored_json
 
 # Export columns of each table, in file order. A fact's event_time and content_hash are
 # exported too: they are derived at retain time by code that may change, so an import must
@@ -70,37 +56,6 @@ _REEMBED_TABLE = (
 )
 
 
-def selection_sql(sel: Any, alias: str = "f") -> tuple[str, list]:
-    """The condition (starting with AND, or empty) that a selection puts on facts."""
-    parts: list[str] = []
-    params: list = []
-    if getattr(sel, "ids", None):
-        ids = list(sel.ids)
-        parts.append(f"{alias}.id IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(ids))
-    if getattr(sel, "document", None) is not None:
-        parts.append(
-            f"{alias}.document_id = (SELECT d.id FROM documents d "
-            f"WHERE d.bank_id = {alias}.bank_id AND d.external_id = ?)"
-        )
-        params.append(sel.document)
-    if getattr(sel, "source_id", None) is not None:
-        parts.append(f"{alias}.source_id = ?")
-        params.append(sel.source_id)
-    if getattr(sel, "context", None) is not None:
-        parts.append(f"lower({alias}.context) = lower(?)")
-        params.append(sel.context)
-    if getattr(sel, "since", None) is not None:
-        parts.append(f"{alias}.mentioned_at >= ?")
-        params.append(iso(sel.since))
-    if getattr(sel, "until", None) is not None:
-        parts.append(f"{alias}.mentioned_at < ?")
-        params.append(iso(sel.until))
-    cond = (" AND " + " AND ".join(parts)) if parts else ""
-    more, more_params = filter_sql(sel, alias)
-    return cond + more, params + more_params
-
-
 # An entity's mentions by the facts of its own bank. A document replace in progress (or one
 # killed before its publish, until the next writer purges it) has staged facts in a staging
 # bank that already mention the live bank's entities, and may have added new ones there: an
@@ -115,138 +70,9 @@ class LifecycleMixin:
     conn: Any
     path: Any
 
-    # -- list / select --------------------------------------------------------------------
-
-    def iter_facts(
-        self, bank_id: int, sel: Any, *, limit: int | None = None, offset: int = 0
-    ) -> Iterator[Fact]:
-        """The selected facts of a bank, newest said first (ties: newest recorded first).
-
-        One query streamed through its cursor (SQLite's sorter spills to temporary files, so
-        memory stays bounded at any size), read a page at a time to fetch entity names."""
-        cond, params = selection_sql(sel, "f")
-        rows_iter = self.conn.cursor().execute(
-            f"SELECT {fact_columns(self.version_at_open)} FROM facts f "
-            "LEFT JOIN documents d ON d.id = f.document_id "
-            f"WHERE f.bank_id = ?{cond} "
-            "ORDER BY f.mentioned_at DESC, f.id DESC LIMIT ? OFFSET ?",
-            (bank_id, *params, -1 if limit is None else limit, offset),
-        )
-        while True:
-            rows = list(islice(rows_iter, PAGE))
-            if not rows:
-                return
-            names = self.entities.entity_names_of([r[0] for r in rows])  # type: ignore[attr-defined]
-            for row in rows:
-                yield _fact_from_row(row, names.get(row[0], []))
-
-    def selected_fact_ids(self, bank_id: int, sel: Any) -> list[int]:
-        cond, params = selection_sql(sel, "f")
-        return [
-            r[0]
-            for r in self.conn.execute(
-                f"SELECT f.id FROM facts f WHERE f.bank_id = ?{cond} ORDER BY f.id",
-                (bank_id, *params),
-            )
-        ]
-
-    def missing_fact_ids(self, bank_id: int, ids: Sequence[int]) -> list[int]:
-        """Which of ids are not facts of the bank."""
-        found: set[int] = set()
-        for batch in batched(list(ids)):
-            found.update(
-                r[0]
-                for r in self.conn.execute(
-                    f"SELECT id FROM facts WHERE +bank_id = ? AND id IN ({marks(len(batch))})",
-                    (bank_id, *batch),
-                )
-            )
-        return [i for i in ids if i not in found]
-
-    # -- show -----------------------------------------------------------------------------
-
-    def facts_superseded_by(self, fact_id: int) -> list[int]:
-        return [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT id FROM facts WHERE superseded_by = ? ORDER BY id", (fact_id,)
-            )
-        ]
-
     def bank_created_at(self, bank_id: int) -> datetime | None:
         row = self.conn.execute("SELECT created_at FROM banks WHERE id = ?", (bank_id,)).fetchone()
         return datetime.fromisoformat(row[0]) if row and row[0] else None
-
-    # -- correct / forget -----------------------------------------------------------------
-
-    def close_fact(self, fact_id: int, invalid_at: datetime, superseded_by: int) -> bool:
-        """End a fact's validity (it stays stored and visible to --as-of), if it is still
-        valid; whether it was. Inside atomic(): the check and the change are one statement
-        under the write lock, so of two corrections of one fact at once only one closes it."""
-        self.conn.execute(
-            "UPDATE facts SET invalid_at = ?, superseded_by = ? WHERE id = ? "
-            "AND invalid_at IS NULL AND superseded_by IS NULL",
-            (iso(invalid_at), superseded_by, fact_id),
-        )
-        return self.conn.changes() == 1
-
-    def _closed_by_forgotten(
-        self, fact_ids: Sequence[int], replacements: Mapping[int, int] | None = None
-    ) -> list[tuple[int, int | None]]:
-        """For each fact (outside fact_ids) closed by one of fact_ids: (its id, the first
-        successor along its correction chain that is not being forgotten, or None). A chain
-        A -> B -> C with B forgotten gives (A, C): C still corrects A. A forgotten fact with
-        a replacement (the same content in a document's new version) hands on to it."""
-        replacements = replacements or {}
-        ids = json.dumps(list(fact_ids))
-        forgotten = set(fact_ids)
-        successor: dict[int, int | None] = dict(
-            self.conn.execute(
-                "SELECT id, superseded_by FROM facts WHERE id IN (SELECT value FROM json_each(?))",
-                (ids,),
-            ).fetchall()
-        )
-        out = []
-        for fid, by in self.conn.execute(
-            "SELECT id, superseded_by FROM facts WHERE superseded_by IN "
-            "(SELECT value FROM json_each(?)) AND id NOT IN (SELECT value FROM json_each(?))",
-            (ids, ids),
-        ).fetchall():
-            seen = set()
-            while by in forgotten and by not in seen:  # seen: a damaged, cyclic chain ends
-                seen.add(by)
-                if by in replacements:
-                    by = replacements[by]
-                    break
-                by = successor.get(by)
-            out.append((fid, None if by in forgotten else by))
-        return out
-
-    def reopen_superseded(
-        self, fact_ids: Sequence[int], replacements: Mapping[int, int] | None = None
-    ) -> int:
-        """Facts closed by one of fact_ids (and not among them) become valid again: taking a
-        correction back restores what it corrected. Unless that correction was corrected in
-        turn by a fact that stays, or is replaced (`replacements`: forgotten id -> the fact
-        with its content in a document's new version): then they stay closed, by that fact,
-        so one version is current. Returns how many became valid. Inside atomic()."""
-        reopened = 0
-        for fid, successor in self._closed_by_forgotten(fact_ids, replacements):
-            if successor is None:
-                self.conn.execute(
-                    "UPDATE facts SET invalid_at = NULL, superseded_by = NULL WHERE id = ?",
-                    (fid,),
-                )
-                reopened += 1
-            else:
-                self.conn.execute(
-                    "UPDATE facts SET superseded_by = ? WHERE id = ?", (successor, fid)
-                )
-        return reopened
-
-    def superseded_among(self, fact_ids: Sequence[int]) -> int:
-        """How many facts (outside fact_ids) a forget of fact_ids would make valid again."""
-        return sum(1 for _, successor in self._closed_by_forgotten(fact_ids) if successor is None)
 
     def delete_empty_documents(self, bank_id: int) -> int:
         """Documents of the bank no fact belongs to any more, and their chunks. Inside
@@ -298,7 +124,7 @@ class LifecycleMixin:
 
     def delete_bank(self, bank_id: int) -> dict[str, int]:
         """Remove a bank and everything in it. Inside atomic()."""
-        counts = self.delete_facts(self.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
+        counts = self.facts.delete_facts(self.facts.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
         counts["documents"] = self.conn.execute(
             "SELECT count(*) FROM documents WHERE bank_id = ?", (bank_id,)
         ).fetchone()[0]
@@ -686,7 +512,7 @@ class LifecycleMixin:
         if have_dim is None:
             self.vectors.make_table(dim)  # type: ignore[attr-defined]
         else:
-            self.vectors.delete_vectors(self.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
+            self.vectors.delete_vectors(self.facts.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
         swapped = 0
         last = -1
         while True:

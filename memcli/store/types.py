@@ -16,6 +16,10 @@ INT64_MAX = 2**63 - 1  # the largest INTEGER SQLite stores (ids, counts, limits)
 # nothing a file says can use up the ids a store gives its new facts.
 ID_LIMIT = 2**53 - 1
 
+# Rows fetched per query when streaming (list, export): memory stays bounded at any size.
+# Paged reads walk the primary key (`+bank_id` keeps SQLite from choosing a bank index and
+# sorting the whole bank for every page).
+PAGE = 500
 
 BUSY_TIMEOUT_MAX_MS = 2**31 - 1  # SQLite takes a C int
 
