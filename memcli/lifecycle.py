@@ -559,7 +559,7 @@ def reembed(
     dim = int(embedder.dim)
     have_dim = store.vectors.vector_dim()
     if have_dim is not None and have_dim != dim:
-        others = store.other_banks_with_vectors(bank_id)
+        others = store.reembed.other_banks_with_vectors(bank_id)
         if others:
             raise LifecycleError(
                 f"{name} makes {dim}-dimensional vectors but bank(s) {', '.join(others)} in "
@@ -567,12 +567,12 @@ def reembed(
                 "--reembed into another --db"
             )
     wanted = {"embedder": name, "fingerprint": fingerprint, "dim": dim}
-    state = store.reembed_state(bank_id)
+    state = store.reembed.reembed_state(bank_id)
     with store.atomic():
         if state != wanted:
-            store.begin_reembed(bank_id, wanted)
+            store.reembed.begin_reembed(bank_id, wanted)
     total = store.facts.fact_count(bank_id)
-    resumed = store.staged_count(bank_id)
+    resumed = store.reembed.staged_count(bank_id)
     if on_total:
         on_total(total, resumed)
     embedded = 0
@@ -580,7 +580,7 @@ def reembed(
     try:
         last = -1
         while True:
-            rows = store.embedding_inputs(bank_id, last, batch, skip_staged=True)
+            rows = store.reembed.embedding_inputs(bank_id, last, batch, skip_staged=True)
             if not rows:
                 break
             vectors = embedder.embed([embedding_text(*r[1:]) for r in rows])
@@ -589,7 +589,7 @@ def reembed(
             ]
             with store.atomic():
                 _still_ours(store, bank_id, wanted)
-                store.stage_vectors(bank_id, blobs)
+                store.reembed.stage_vectors(bank_id, blobs)
             embedded += len(rows)
             last = rows[-1][0]
             if progress:
@@ -598,10 +598,10 @@ def reembed(
             _still_ours(store, bank_id, wanted)
             # Facts retained since the batches above (another process) are embedded here,
             # inside the swap's transaction, so no fact is left without a vector.
-            late = store.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
+            late = store.reembed.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
             if late:
                 vectors = embedder.embed([embedding_text(*r[1:]) for r in late])
-                store.stage_vectors(
+                store.reembed.stage_vectors(
                     bank_id,
                     [
                         (r[0], np.asarray(v, dtype=np.float32).tobytes())
@@ -609,7 +609,7 @@ def reembed(
                     ],
                 )
                 embedded += len(late)
-            store.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
+            store.reembed.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
     except KeyboardInterrupt:
         report.interrupted = True
     report.embedded = embedded
@@ -621,7 +621,7 @@ def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
     """Raise LifecycleError when another re-embedding of the bank, with another model, has
     started since this one did (it cleared the staging table: vectors of two models would
     mix under one model's name). Called inside the batch's transaction."""
-    state = store.reembed_state(bank_id)
+    state = store.reembed.reembed_state(bank_id)
     if state == wanted:
         return
     if not store.bank_exists(bank_id):

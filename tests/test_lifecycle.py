@@ -409,7 +409,7 @@ def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
     assert "re-embedded 6 facts" in r.stderr
     with Store(db) as s:
         name, fp = s.vectors.bank_embedder(s.require_bank("default"))
-        assert s.reembed_state(s.require_bank("default")) is None
+        assert s.reembed.reembed_state(s.require_bank("default")) is None
     assert fp == q8.fingerprint
     after = vectors(db)
     assert set(after) == set(before)
@@ -452,7 +452,7 @@ def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model
         bank = store.require_bank("default")
         # The bank still searches with its old model: old vectors, old fingerprint.
         assert store.vectors.bank_embedder(bank)[1] != q8.fingerprint
-        assert store.staged_count(bank) == 4
+        assert store.reembed.staged_count(bank) == 4
     assert {i: v.tobytes() for i, v in vectors(db).items()} == {
         i: v.tobytes() for i, v in before.items()
     }
@@ -462,7 +462,7 @@ def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model
     assert "resuming: 4 of 6" in r.stderr
     with Store(db) as s:
         assert s.vectors.bank_embedder(s.require_bank("default"))[1] == q8.fingerprint
-        assert s.staged_count(s.require_bank("default")) == 0
+        assert s.reembed.staged_count(s.require_bank("default")) == 0
 
 
 def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_model) -> None:
@@ -479,7 +479,7 @@ def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_
         seen.append(n)
         if len(seen) == 1:  # another process begins a re-embedding with another model
             with Store(db) as rival, rival.atomic():
-                rival.begin_reembed(
+                rival.reembed.begin_reembed(
                     rival.require_bank("default"),
                     {"embedder": "rival", "fingerprint": "f" * 64, "dim": q8.dim},
                 )
@@ -488,7 +488,7 @@ def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_
         with pytest.raises(lifecycle.LifecycleError, match="rival"):
             lifecycle.reembed(store, "default", q8, batch=2, progress=another_starts)
         bank = store.require_bank("default")
-        assert store.staged_count(bank) == 0  # none of its vectors went in after
+        assert store.reembed.staged_count(bank) == 0  # none of its vectors went in after
         assert store.vectors.bank_embedder(bank)[1] != q8.fingerprint
 
 

@@ -811,7 +811,7 @@ def banks(
             rows = store.bank_stats()
             for r in rows:
                 bank_id = store.bank_id(r["bank"])
-                pending = store.reembed_state(bank_id) if bank_id is not None else None
+                pending = store.reembed.reembed_state(bank_id) if bank_id is not None else None
                 r["reembedding"] = pending["embedder"] if pending else None
     finally:
         store.close()

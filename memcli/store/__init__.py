@@ -31,6 +31,7 @@ from memcli.store.health import HealthMixin
 from memcli.store.lifecycle import LifecycleMixin
 from memcli.store.links import LinksPart
 from memcli.store.readers import ReaderPool
+from memcli.store.reembed import ReembedPart
 from memcli.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from memcli.store.search import SearchPart
 from memcli.store.types import (
@@ -69,6 +70,7 @@ class Store(
         self.links = LinksPart(self)
         self.vectors = VectorsPart(self, self.search)
         self.facts = FactsPart(self, self.vectors, self.entities)
+        self.reembed = ReembedPart(self, self.vectors, self.facts)
         self.on_close(self.release_staging_locks)
         # Readers of this store that their users closed, kept for the next reader(); and,
         # for a reader, the pool it goes back to.

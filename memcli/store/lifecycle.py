@@ -48,14 +48,6 @@ def _column_value(column: str, value: Any) -> Any:
     return json.loads(value) if column == "aliases" else stored_json(value, kind)
 
 
-# Held outside any migration on purpose: it exists only while a re-embedding is under way
-# (vectors of the new model, waiting to replace the bank's in one transaction).
-_REEMBED_TABLE = (
-    "CREATE TABLE IF NOT EXISTS reembed_staging("
-    "fact_id INTEGER PRIMARY KEY, bank_id INTEGER NOT NULL, embedding BLOB NOT NULL)"
-)
-
-
 # An entity's mentions by the facts of its own bank. A document replace in progress (or one
 # killed before its publish, until the next writer purges it) has staged facts in a staging
 # bank that already mention the live bank's entities, and may have added new ones there: an
@@ -133,9 +125,7 @@ class LifecycleMixin:
         ).fetchone()[0]
         # The remaining rows (documents, chunks, entities and their keys) cascade.
         self.conn.execute("DELETE FROM banks WHERE id = ?", (bank_id,))
-        if self._has_table("reembed_staging"):
-            self.conn.execute("DELETE FROM reembed_staging WHERE bank_id = ?", (bank_id,))
-        self.conn.execute("DELETE FROM meta WHERE key = ?", (f"reembed:{bank_id}",))
+        self.reembed.forget_bank(bank_id)  # type: ignore[attr-defined]
         return counts
 
     def bank_row(self, bank_id: int) -> dict[str, Any]:
@@ -431,105 +421,3 @@ class LifecycleMixin:
                 on_loops += len(path) - path[at]
             done.update(path)
         return on_loops
-
-    # -- re-embedding ---------------------------------------------------------------------
-
-    def embedding_inputs(
-        self, bank_id: int, after_id: int, limit: int, skip_staged: bool = False
-    ) -> list[tuple[int, str, str | None, str | None, str | None, str, list[list[str]]]]:
-        """What a fact's embedding is computed from, for the next facts by id: (id, text,
-        context, occurred_start, occurred_end, lead-in as indexed, spellings of each
-        entity)."""
-        staged = (
-            " AND NOT EXISTS (SELECT 1 FROM reembed_staging s WHERE s.fact_id = f.id)"
-            if skip_staged and self._has_table("reembed_staging")
-            else ""
-        )
-        rows = self.conn.execute(
-            "SELECT f.id, f.text, f.context, f.occurred_start, f.occurred_end, x.lead_in "
-            "FROM facts f LEFT JOIN fact_fts x ON x.rowid = f.id "
-            f"WHERE +f.bank_id = ? AND f.id > ?{staged} ORDER BY f.id LIMIT ?",
-            (bank_id, after_id, limit),
-        ).fetchall()
-        spellings: dict[int, list[list[str]]] = {}
-        for batch in batched([r[0] for r in rows]):
-            for fid, name, aliases in self.conn.execute(
-                "SELECT fe.fact_id, e.name, e.aliases FROM fact_entities fe JOIN entities e "
-                f"ON e.id = fe.entity_id WHERE fe.fact_id IN ({marks(len(batch))}) "
-                "ORDER BY fe.fact_id, e.id",
-                batch,
-            ):
-                spellings.setdefault(fid, []).append([name, *json.loads(aliases)])
-        return [(*r, spellings.get(r[0], [])) for r in rows]  # type: ignore[misc]
-
-    def reembed_state(self, bank_id: int) -> dict[str, Any] | None:
-        value = self.get_meta(f"reembed:{bank_id}")  # type: ignore[attr-defined]
-        return json.loads(value) if value else None
-
-    def begin_reembed(self, bank_id: int, state: dict[str, Any]) -> None:
-        """Start (or restart, dropping what another model staged) a re-embedding."""
-        self.conn.execute(_REEMBED_TABLE)
-        self.conn.execute("DELETE FROM reembed_staging WHERE bank_id = ?", (bank_id,))
-        self.set_meta(f"reembed:{bank_id}", json.dumps(state))  # type: ignore[attr-defined]
-
-    def staged_count(self, bank_id: int) -> int:
-        if not self._has_table("reembed_staging"):
-            return 0
-        return self.conn.execute(
-            "SELECT count(*) FROM reembed_staging s CROSS JOIN facts f ON f.id = s.fact_id "
-            "WHERE s.bank_id = ?",
-            (bank_id,),
-        ).fetchone()[0]
-
-    def stage_vectors(self, bank_id: int, rows: Sequence[tuple[int, bytes]]) -> None:
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO reembed_staging(fact_id, bank_id, embedding) VALUES(?, ?, ?)",
-            [(fid, bank_id, blob) for fid, blob in rows],
-        )
-
-    def other_banks_with_vectors(self, bank_id: int) -> list[str]:
-        if self.get_meta("embedding_dim") is None:  # type: ignore[attr-defined]
-            return []
-        return [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT b.name FROM banks b WHERE b.id != ? AND EXISTS "
-                "(SELECT 1 FROM facts f WHERE f.bank_id = b.id) ORDER BY b.name",
-                (bank_id,),
-            )
-        ]
-
-    def swap_in_staged_vectors(
-        self, bank_id: int, name: str, fingerprint: str | None, dim: int
-    ) -> int:
-        """Replace the bank's vectors with the staged ones and record the new embedder.
-        Inside atomic(). Returns how many vectors were swapped in."""
-        have_dim = self.vectors.vector_dim()  # type: ignore[attr-defined]
-        if have_dim is not None and have_dim != dim:
-            # Only possible when no other bank has vectors (checked before embedding).
-            self.vectors.drop_table()  # type: ignore[attr-defined]
-            have_dim = None
-        if have_dim is None:
-            self.vectors.make_table(dim)  # type: ignore[attr-defined]
-        else:
-            self.vectors.delete_vectors(self.facts.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
-        swapped = 0
-        last = -1
-        while True:
-            rows = self.conn.execute(
-                "SELECT s.fact_id, f.fact_type, s.embedding FROM reembed_staging s "
-                "CROSS JOIN facts f ON f.id = s.fact_id WHERE s.bank_id = ? AND s.fact_id > ? "
-                "ORDER BY s.fact_id LIMIT ?",
-                (bank_id, last, PAGE),
-            ).fetchall()
-            if not rows:
-                break
-            for fid, ftype, blob in rows:
-                self.vectors.add_vector(fid, bank_id, ftype, np.frombuffer(blob, dtype=np.float32))  # type: ignore[attr-defined]
-            swapped += len(rows)
-            last = rows[-1][0]
-        self.conn.execute("DELETE FROM reembed_staging WHERE bank_id = ?", (bank_id,))
-        self.conn.execute("DELETE FROM meta WHERE key = ?", (f"reembed:{bank_id}",))
-        self.vectors.set_bank_embedder(bank_id, name, fingerprint)  # type: ignore[attr-defined]
-        self.set_meta("embedder", name)  # type: ignore[attr-defined]
-        return swapped
