@@ -188,7 +188,7 @@ def _source_ids(db: Path) -> list[str]:
     from memcli.store import Store
 
     with Store(db) as store:
-        return list(store.facts.source_ids(store.require_bank("default")).values())
+        return list(store.facts.source_ids(store.banks.require_bank("default")).values())
 
 
 def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
@@ -218,7 +218,7 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
 
     with Store(db) as store:
         with store.atomic():
-            bank = store.ensure_bank("default", datetime(2026, 1, 1))
+            bank = store.banks.ensure_bank("default", datetime(2026, 1, 1))
             store.vectors.ensure_vectors(bank, "random-unit-vectors", None, 384)
             for i, obj in enumerate(items[:size]):
                 store.facts.insert_fact(
@@ -395,7 +395,7 @@ def check_links(db: Path, sample: int, rng: random.Random) -> None:
     s = RetainSettings()
     k, floor = s.semantic_link_top, s.semantic_link_floor
     with Store(db) as store:
-        bank = store.require_bank("default")
+        bank = store.banks.require_bank("default")
         ids, vectors = store.vectors.bank_vectors(bank)
         order = np.argsort(ids)
         ids, vectors = ids[order], vectors[order]

@@ -298,7 +298,7 @@ def retain(
         model = load_bank_embedder_or_fail(None, state.bank, embedder, item_texts)
     store = open_store(create=True)
     try:
-        if model is None or store.bank_id(state.bank) is not None:
+        if model is None or store.banks.bank_id(state.bank) is not None:
             # (a bank another process made meantime has its own embedder)
             model = load_bank_embedder_or_fail(store, state.bank, embedder, item_texts)
         retainer = Retainer(store, state.bank, model, keep_stored=as_json, append=append)
@@ -521,7 +521,7 @@ def recall(
                 fail(str(exc))
             for number, (_, bank, _, _) in enumerate(requests, start=1):
                 try:  # every bank before the first answer, as every line's syntax is
-                    store.require_bank(bank)
+                    store.banks.require_bank(bank)
                 except StoreError as exc:
                     fail(f"--batch request {number}: {exc}; nothing was recalled")
             for request_id, bank, q, options in requests:
@@ -630,7 +630,7 @@ def stats(
 
     store = open_store(create=False)
     try:
-        rows = store.bank_stats()
+        rows = store.banks.bank_stats()
         meta = {"db": str(store.path), "embedder": store.get_meta("embedder")}
     finally:
         store.close()

@@ -155,7 +155,7 @@ def load_bank_embedder_or_fail(
     from memcli.models.embedder import load_embedder
 
     override = configured("embedder", flag)
-    bank_id = store.bank_id(bank) if store is not None else None
+    bank_id = store.banks.bank_id(bank) if store is not None else None
     recorded = store.vectors.bank_embedder(bank_id)[0] if bank_id is not None else None
     try:
         return load_embedder(choice.for_bank(recorded, override, texts, bank=bank).spec)

@@ -134,7 +134,7 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
         else Check("fact fields", OK, "every fact's tags and metadata read")
     )
     out.append(id_check(store.highest_ids()))
-    abandoned = store.abandoned_staging_banks()
+    abandoned = store.banks.abandoned_staging_banks()
     out.append(
         Check(
             "interrupted imports",

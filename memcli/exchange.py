@@ -73,7 +73,7 @@ def export_lines(
     """(header, lines): the bank as JSONL lines (without newlines), streamed from cursors
     inside one read transaction, so the file is one consistent state of the store. Consume
     the iterator fully (or close it) before writing to the store."""
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     ctx = store.snapshot()
     ctx.__enter__()
     try:
@@ -84,7 +84,7 @@ def export_lines(
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "schema": SCHEMA_VERSION,
-            "bank": store.bank_row(bank_id),
+            "bank": store.banks.bank_row(bank_id),
             "vectors": {"dim": dim, "encoding": VECTOR_ENCODING} if dim else None,
             "ids": store.bank_id_ranges(bank_id),
             # The highest fact id the store ever gave: an import keeps its new store from
@@ -364,7 +364,7 @@ def _check_ids(rec: dict[str, Any], kind: str, spans: dict[str, Any], src: _Line
 
 
 def _check_bank_is_new(store: Store, target: str) -> None:
-    if store.bank_id(target) is not None:
+    if store.banks.bank_id(target) is not None:
         raise LifecycleError(
             f"bank {target!r} already exists in {store.path}: import into a new bank with "
             f"--into NAME, or delete it first (mem banks --delete {target})"

@@ -105,9 +105,9 @@ def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
     """An --as-of before the bank existed has no answer: say so instead of printing none."""
     if as_of is None:
         return
-    created = store.bank_created_at(bank_id)
+    created = store.banks.bank_created_at(bank_id)
     if created is not None and as_of < created:
-        name = store.bank_row(bank_id)["name"]
+        name = store.banks.bank_row(bank_id)["name"]
         raise LifecycleError(
             f"--as-of {iso(as_of)} is before bank {name!r} existed (created {iso(created)})"
         )
@@ -118,7 +118,7 @@ def iter_facts(
 ) -> Iterator[Fact]:
     """The selected facts, newest said first, streamed (a page of rows at a time)."""
     check_selection(sel)
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     check_as_of(store, bank_id, sel.as_of)
     if limit is not None and limit <= 0:
         raise OptionError("--limit must be positive")
@@ -142,7 +142,7 @@ def _as_they_stood(facts: Iterator[Fact], as_of: datetime) -> Iterator[Fact]:
 
 def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any]]:
     """Each fact whole: columns, document and chunk, entities, links, history, embedder."""
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     if not fact_ids:
         raise LifecycleError("give at least one fact id")
     missing = store.facts.missing_fact_ids(bank_id, list(fact_ids))
@@ -274,7 +274,7 @@ def plan_forget(
             "say what to forget: fact ids, --source-id, --document, --tag, --type, --context, "
             "--before/--since or --query"
         )
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     if sel.ids:
         missing = store.facts.missing_fact_ids(bank_id, sel.ids)
         if missing:
@@ -393,7 +393,7 @@ def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
 
 def current_fact(store: Store, bank: str, fact_id: int) -> Fact:
     """A fact that is still valid (one that can be corrected), or LifecycleError."""
-    old = store.facts.facts_by_id([fact_id], store.require_bank(bank)).get(fact_id)
+    old = store.facts.facts_by_id([fact_id], store.banks.require_bank(bank)).get(fact_id)
     if old is None:
         raise LifecycleError(f"no fact {fact_id} in bank {bank!r}; nothing stored")
     if old.superseded_by is not None or old.invalid_at is not None:
@@ -462,7 +462,7 @@ def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, 
     """Add "possibly_supersedes" (ids, most similar first) to each fact retain reports: older,
     still valid facts of the same context that the new one nearly repeats. Only a hint for
     the caller (`mem correct` acts); nothing is changed."""
-    bank_id = store.bank_id(bank)
+    bank_id = store.banks.bank_id(bank)
     if bank_id is None or not stored:
         return
     ids = [s["id"] for s in stored]
@@ -553,7 +553,7 @@ def reembed(
     import numpy as np
 
     started = time.perf_counter()
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     name = embedder.name
     fingerprint = getattr(embedder, "fingerprint", None)
     dim = int(embedder.dim)
@@ -624,7 +624,7 @@ def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
     state = store.reembed.reembed_state(bank_id)
     if state == wanted:
         return
-    if not store.bank_exists(bank_id):
+    if not store.banks.bank_exists(bank_id):
         raise LifecycleError(
             "the bank was deleted by another process meanwhile; nothing to re-embed"
         )
@@ -653,7 +653,7 @@ def check_query_embedder(store: Store, bank_id: int, embedder: Any) -> None:
         same = have_name is None or same_model_name(have_name, name)
     if same or not store.vectors.bank_has_vectors(bank_id):
         return
-    bank = store.bank_row(bank_id)["name"]
+    bank = store.banks.bank_row(bank_id)["name"]
     theirs = f"{have_name} ({have_fp[:12]})" if have_fp else f"{have_name}"
     ours = f"{name} ({fingerprint[:12]})" if fingerprint else name
     raise StoreError(

@@ -61,7 +61,7 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
         # llama.cpp's thread count is read from MEM_THREADS when the model loads.
         os.environ.setdefault("MEM_THREADS", str(threads.value))
     with Store(db, create=False, readonly=True) as store:
-        bank_id = store.require_bank(bank)
+        bank_id = store.banks.require_bank(bank)
         recorded = store.vectors.bank_embedder(bank_id)[0]
 
         def embedder():

@@ -105,7 +105,7 @@ class MemoryService:
         from memcli.models.embedder import load_embedder
 
         store = self.store(recheck=False)  # the call's store, checked when it began
-        bank_id = store.bank_id(bank)
+        bank_id = store.banks.bank_id(bank)
         recorded = store.vectors.bank_embedder(bank_id)[0] if bank_id is not None else None
         spec = choice.for_bank(recorded, self.embedder_name, texts, bank=bank).spec
         if spec not in self._embedders:

@@ -411,8 +411,8 @@ class Retainer:
         (looked up by name again, later batches went to a new bank of the old name, with
         entity ids of the renamed one); a bank deleted meanwhile stops the call."""
         if self._bank_id is None:
-            self._bank_id = self.store.ensure_bank(self.bank, self.now)
-        elif not self.store.bank_exists(self._bank_id):
+            self._bank_id = self.store.banks.ensure_bank(self.bank, self.now)
+        elif not self.store.banks.bank_exists(self._bank_id):
             raise StoreError(
                 f"bank {self.bank!r} was deleted by another process while this retain ran"
             )
@@ -428,7 +428,7 @@ class Retainer:
         if self.append:
             return _Target(bank_id, store.ensure_document(bank_id, doc, self.now))
         if self._staging_bank is None:
-            self._staging_bank = store.create_staging_bank(bank_id, self.now)
+            self._staging_bank = store.banks.create_staging_bank(bank_id, self.now)
         row = self._staged_docs.get(doc)
         if row is None:
             row = self._staged_docs[doc] = store.ensure_document(self._staging_bank, doc, self.now)

@@ -50,7 +50,7 @@ def retain_items(db: Path, texts: list[str], *args: str):
 
 def bank_embedder(db: Path, bank: str = "default") -> str | None:
     with Store(db) as s:
-        return s.vectors.bank_embedder(s.require_bank(bank))[0]
+        return s.vectors.bank_embedder(s.banks.require_bank(bank))[0]
 
 
 # -- scripts -------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def mem(db: Path, *args: str, input: str | None = None):
 
 def texts_of(db: Path, document: str | None = None) -> list[str]:
     with Store(db) as s:
-        bank = s.require_bank("default")
+        bank = s.banks.require_bank("default")
         if document is None:
             ids = s.facts.fact_ids_of_bank(bank)
         else:
@@ -99,7 +99,7 @@ def test_one_retain_call_builds_a_document_across_batches_in_any_order(store, em
         for i in range(150)
     ]
     Retainer(store, "default", embedder).retain(items)
-    bank = store.require_bank("default")
+    bank = store.banks.require_bank("default")
     assert len(store.document_fact_ids(store.document_row(bank, "a"))) == 100
     assert len(store.document_fact_ids(store.document_row(bank, "b"))) == 50
 
@@ -284,7 +284,7 @@ def test_an_interrupted_call_counts_only_what_it_keeps(store, embedder):
     )
     summary = retainer.retain(items, progress=progress)
     assert summary.interrupted
-    bank = store.require_bank("default")
+    bank = store.banks.require_bank("default")
     assert store.facts.fact_count(bank) == 3
     assert (summary.items, summary.facts) == (3, 3)
     assert summary.line().startswith("interrupted: kept 3 items, 3 facts stored")
@@ -316,7 +316,7 @@ def test_an_interrupted_call_counts_only_the_entities_and_links_it_keeps(store, 
         settings=RetainSettings(batch_items=3),
     )
     summary = retainer.retain(items, progress=progress)
-    assert summary.interrupted and store.facts.fact_count(store.require_bank("default")) == 3
+    assert summary.interrupted and store.facts.fact_count(store.banks.require_bank("default")) == 3
     kept_entities = store.conn.execute("SELECT count(*) FROM entities").fetchone()[0]
     assert (summary.entities, summary.links) == (kept_entities, store.links.link_count())
 
@@ -385,7 +385,7 @@ def test_append_without_any_document_is_a_usage_error(db_path, tmp_path):
 def _current_and_closed(db: Path) -> tuple[list[str], dict[str, str | None]]:
     """(texts of the valid facts, text of each closed fact -> its successor's text)."""
     with Store(db) as s:
-        bank = s.require_bank("default")
+        bank = s.banks.require_bank("default")
         facts = s.facts.facts_by_id(s.facts.fact_ids_of_bank(bank), bank)
     valid = sorted(f.text for f in facts.values() if f.invalid_at is None)
     closed = {
@@ -470,17 +470,17 @@ def test_a_live_import_whose_process_id_means_nothing_here_is_not_purged(db_path
     importer = Store(db_path)
     writer = Store(db_path)
     try:
-        bank = importer.ensure_bank("default", datetime(2026, 1, 1))
+        bank = importer.banks.ensure_bank("default", datetime(2026, 1, 1))
         monkeypatch.setattr(banks_mod.os, "getpid", lambda: elsewhere)
         with importer.atomic():
-            staging = importer.create_staging_bank(bank, datetime(2026, 1, 1))
+            staging = importer.banks.create_staging_bank(bank, datetime(2026, 1, 1))
         monkeypatch.undo()
         lock_files = list(db_path.parent.glob(f".{db_path.name}.staging-{elsewhere}-*.lock"))
         assert len(lock_files) == 1
         with writer.atomic():
             assert writer.purge_abandoned_staging() == 0  # its owner holds the lock
         # The importer is killed: its lock goes with it (the file stays).
-        fd, _ = importer.__dict__["_staging_locks"].pop(staging)
+        fd, _ = importer.banks._staging_locks.pop(staging)
         os.close(fd)
         with writer.atomic():
             assert writer.purge_abandoned_staging() == 1
@@ -535,7 +535,7 @@ def test_a_bank_renamed_while_a_retain_writes_into_it_gets_the_whole_retain(db_p
     def rename_after_the_first_batch(done: int) -> None:
         if not renamed:
             with Store(db_path) as other, other.atomic():
-                other.rename_bank(other.require_bank("work"), "job")
+                other.banks.rename_bank(other.banks.require_bank("work"), "job")
             renamed.append(done)
 
     with Store(db_path) as store:
@@ -543,8 +543,8 @@ def test_a_bank_renamed_while_a_retain_writes_into_it_gets_the_whole_retain(db_p
         retainer.retain(_people_items(12), rename_after_the_first_batch)
     assert renamed
     with Store(db_path) as store:
-        assert store.bank_names() == ["job"]
-        job = store.require_bank("job")
+        assert store.banks.bank_names() == ["job"]
+        job = store.banks.require_bank("job")
         assert len(store.facts.fact_ids_of_bank(job)) == 13
     out = runner.invoke(app, ["--db", str(db_path), "doctor"])
     assert out.exit_code == 0, out.output
@@ -567,7 +567,7 @@ def test_a_bank_deleted_while_a_retain_writes_into_it_stops_the_retain(db_path, 
     def delete_after_the_first_batch(done: int) -> None:
         if not deleted:
             with Store(db_path) as other, other.atomic():
-                other.delete_bank(other.require_bank("work"))
+                other.banks.delete_bank(other.banks.require_bank("work"))
             deleted.append(done)
 
     with Store(db_path) as store:
@@ -575,6 +575,6 @@ def test_a_bank_deleted_while_a_retain_writes_into_it_stops_the_retain(db_path, 
         with pytest.raises(StoreError, match="deleted"):
             retainer.retain(_people_items(12), delete_after_the_first_batch)
     with Store(db_path) as store:
-        assert store.bank_names() == []
+        assert store.banks.bank_names() == []
         assert store.facts.fact_count() == 0
     assert hidden_rows(db_path) == 0

@@ -123,7 +123,7 @@ def test_recomputed_vectors_equal_the_originals(source: Path, tmp_path: Path, em
     fresh = tmp_path / "fresh.db"
     ok(mem(fresh, "import", "-", input=ok(mem(source, "export"))))
     with Store(source) as a, Store(fresh) as b:
-        ids = a.facts.fact_ids_of_bank(a.require_bank("default"))
+        ids = a.facts.fact_ids_of_bank(a.banks.require_bank("default"))
         va, vb = a.vectors.vectors_for(ids), b.vectors.vectors_for(ids)
     assert set(va) == set(vb) == set(ids)
     for i in ids:
@@ -217,7 +217,7 @@ def test_export_into_a_fifo_is_read_by_its_reader(source: Path, tmp_path: Path) 
 
 def _banks(db: Path) -> list[str]:
     with Store(db) as s:
-        return s.bank_names()
+        return s.banks.bank_names()
 
 
 def _bad_import(db: Path, text: str, *needles: str, args: tuple[str, ...] = ()) -> None:
@@ -288,7 +288,7 @@ def test_vectors_of_another_embedder_are_refused_unless_reembedded(
     assert "embedded" in r.stderr
     # The bank records the embedder that really made its vectors.
     with Store(target) as s:
-        name, fp = s.vectors.bank_embedder(s.require_bank("default"))
+        name, fp = s.vectors.bank_embedder(s.banks.require_bank("default"))
     assert name != "some-other-model" and fp != "0" * 64
 
 
@@ -520,13 +520,13 @@ def test_a_store_made_meanwhile_at_the_path_is_left_alone(tmp_path: Path) -> Non
         from datetime import datetime
 
         with store.atomic():
-            store.ensure_bank("mine", datetime(2026, 1, 1))
+            store.banks.ensure_bank("mine", datetime(2026, 1, 1))
         ok(mem(fresh, "--bank", "theirs", "retain", "Made by another process."))
 
     with pytest.raises(StoreError, match="another process"):
         fill_new_store(fresh, fill)
     with Store(fresh) as s:
-        assert s.bank_id("mine") is None and s.bank_id("theirs") is not None
+        assert s.banks.bank_id("mine") is None and s.banks.bank_id("theirs") is not None
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
         "mem.db"
     ]
@@ -841,7 +841,7 @@ def test_an_import_lets_other_writers_in_while_it_embeds(source: Path, target: P
     )
     assert report.embedded == report.counts["facts"] > 0
     with Store(target) as s:
-        assert sorted(s.bank_names()) == ["copy", "default", "other"]
+        assert sorted(s.banks.bank_names()) == ["copy", "default", "other"]
         assert s.facts.fact_count() == 1 + 1 + report.counts["facts"]
 
 

@@ -452,7 +452,7 @@ def test_an_aware_timestamp_through_the_library_is_stored_as_utc(store, embedder
         [RetainItem(text="Met Ada at the port.", timestamp=said)]
     )
     (fact,) = store.facts.facts_by_id(
-        store.facts.fact_ids_of_bank(store.require_bank("default"))
+        store.facts.fact_ids_of_bank(store.banks.require_bank("default"))
     ).values()
     assert fact.mentioned_at == datetime(2026, 3, 1, 7, 30)
 
@@ -470,7 +470,9 @@ def test_natural_language_at_is_local_time_stored_as_utc(db_path, monkeypatch):
         .replace(tzinfo=None)
     )
     with Store(db_path) as s:
-        (fact,) = s.facts.facts_by_id(s.facts.fact_ids_of_bank(s.require_bank("default"))).values()
+        (fact,) = s.facts.facts_by_id(
+            s.facts.fact_ids_of_bank(s.banks.require_bank("default"))
+        ).values()
     assert fact.mentioned_at == expected
 
 
@@ -486,7 +488,7 @@ def test_a_full_disk_during_a_document_replace_keeps_the_old_version(db_path, tm
     path = write_jsonl(tmp_path / "v2", new)
     retain_past_a_full_disk(db_path, path)
     with Store(db_path) as s:
-        bank = s.require_bank("default")
+        bank = s.banks.require_bank("default")
         texts = sorted(
             f.text for f in s.facts.facts_by_id(s.facts.fact_ids_of_bank(bank), bank).values()
         )
@@ -587,7 +589,9 @@ def test_relative_dates_are_read_on_the_users_local_day(db_path, monkeypatch):
     said = "2026-03-21T20:00:00Z"
     assert mem(db_path, "retain", "I went hiking yesterday.", "--at", said).exit_code == 0
     with Store(db_path) as s:
-        (fact,) = s.facts.facts_by_id(s.facts.fact_ids_of_bank(s.require_bank("default"))).values()
+        (fact,) = s.facts.facts_by_id(
+            s.facts.fact_ids_of_bank(s.banks.require_bank("default"))
+        ).values()
     assert (fact.occurred_start, fact.occurred_end) == (
         datetime(2026, 3, 21),
         datetime(2026, 3, 22),
@@ -912,7 +916,7 @@ def test_a_jsonl_line_that_cannot_be_read_names_its_line_and_can_be_skipped(
     assert out.exit_code == 0, out.output
     store = Store(db_path, create=False)
     try:
-        assert sorted(store.facts.fact_texts(store.require_bank("default"))) == [
+        assert sorted(store.facts.fact_texts(store.banks.require_bank("default"))) == [
             "first note",
             "third note",
         ]

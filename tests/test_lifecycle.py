@@ -149,7 +149,7 @@ def test_show_prints_everything_about_a_fact(db: Path) -> None:
 def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
     target = fact_id(db, "Zorblax")
     with Store(db) as s:
-        bank = s.require_bank("default")
+        bank = s.banks.require_bank("default")
         fact = s.facts.facts_by_id([target], bank)[target]
         # Its chunk is its own; "Zorblax" is an entity only this fact mentions.
         own_entities = [
@@ -214,7 +214,7 @@ def test_forget_by_selectors_dry_run_and_confirmation(db: Path) -> None:
     out = json.loads(ok(mem(db, "forget", "--document", "trip", "--yes", "--format", "json")))
     assert out["counts"]["facts"] == 2 and out["counts"]["documents"] == 1
     with Store(db) as s:
-        assert s.document_row(s.require_bank("default"), "trip") is None
+        assert s.document_row(s.banks.require_bank("default"), "trip") is None
     r = mem(db, "forget", "--before", "2024-06-01", "--yes")
     assert "forgot 1 facts" in r.stderr  # Marco's tutor (May); the June facts stay
     assert ids_listed(db) == [
@@ -394,7 +394,7 @@ def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def vectors(db: Path) -> dict[int, np.ndarray]:
     with Store(db) as s:
-        return s.vectors.vectors_for(s.facts.fact_ids_of_bank(s.require_bank("default")))
+        return s.vectors.vectors_for(s.facts.fact_ids_of_bank(s.banks.require_bank("default")))
 
 
 def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
@@ -408,8 +408,8 @@ def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
     ok(r)
     assert "re-embedded 6 facts" in r.stderr
     with Store(db) as s:
-        name, fp = s.vectors.bank_embedder(s.require_bank("default"))
-        assert s.reembed.reembed_state(s.require_bank("default")) is None
+        name, fp = s.vectors.bank_embedder(s.banks.require_bank("default"))
+        assert s.reembed.reembed_state(s.banks.require_bank("default")) is None
     assert fp == q8.fingerprint
     after = vectors(db)
     assert set(after) == set(before)
@@ -449,7 +449,7 @@ def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model
             store, "default", q8, batch=2, progress=interrupt_after_two_batches
         )
         assert report.interrupted and report.embedded == 4
-        bank = store.require_bank("default")
+        bank = store.banks.require_bank("default")
         # The bank still searches with its old model: old vectors, old fingerprint.
         assert store.vectors.bank_embedder(bank)[1] != q8.fingerprint
         assert store.reembed.staged_count(bank) == 4
@@ -461,8 +461,8 @@ def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model
     ok(r)
     assert "resuming: 4 of 6" in r.stderr
     with Store(db) as s:
-        assert s.vectors.bank_embedder(s.require_bank("default"))[1] == q8.fingerprint
-        assert s.reembed.staged_count(s.require_bank("default")) == 0
+        assert s.vectors.bank_embedder(s.banks.require_bank("default"))[1] == q8.fingerprint
+        assert s.reembed.staged_count(s.banks.require_bank("default")) == 0
 
 
 def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_model) -> None:
@@ -480,14 +480,14 @@ def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_
         if len(seen) == 1:  # another process begins a re-embedding with another model
             with Store(db) as rival, rival.atomic():
                 rival.reembed.begin_reembed(
-                    rival.require_bank("default"),
+                    rival.banks.require_bank("default"),
                     {"embedder": "rival", "fingerprint": "f" * 64, "dim": q8.dim},
                 )
 
     with Store(db) as store:
         with pytest.raises(lifecycle.LifecycleError, match="rival"):
             lifecycle.reembed(store, "default", q8, batch=2, progress=another_starts)
-        bank = store.require_bank("default")
+        bank = store.banks.require_bank("default")
         assert store.reembed.staged_count(bank) == 0  # none of its vectors went in after
         assert store.vectors.bank_embedder(bank)[1] != q8.fingerprint
 
@@ -504,7 +504,7 @@ def test_a_reembed_whose_bank_is_deleted_meanwhile_says_so(db: Path, other_model
         seen.append(n)
         if len(seen) == 1:
             with Store(db) as other, other.atomic():
-                other.delete_bank(other.require_bank("default"))
+                other.banks.delete_bank(other.banks.require_bank("default"))
 
     with Store(db) as store:
         with pytest.raises(lifecycle.LifecycleError, match="deleted"):
@@ -567,7 +567,7 @@ def test_a_correction_of_a_fact_changed_since_it_was_read_stores_nothing(
     store = Store(db_path)
     try:
         Retainer(store, "default", embedder).retain([RetainItem(text="Maya lives in Porto.")])
-        (first,) = store.facts.fact_ids_of_bank(store.require_bank("default"))
+        (first,) = store.facts.fact_ids_of_bank(store.banks.require_bank("default"))
         stale = lifecycle.current_fact(store, "default", first)  # read by this correction
         if meanwhile == "corrected":  # another process corrects it first
             other = lifecycle.correction_item(store, stale, "Maya lives in Lagos.")
@@ -576,11 +576,11 @@ def test_a_correction_of_a_fact_changed_since_it_was_read_stores_nothing(
             )
         else:  # another process forgets it first
             lifecycle.forget(store, lifecycle.plan_forget(store, "default", _ids_selection(first)))
-        before = sorted(store.facts.fact_ids_of_bank(store.require_bank("default")))
+        before = sorted(store.facts.fact_ids_of_bank(store.banks.require_bank("default")))
         item = lifecycle.correction_item(store, stale, "Maya lives in Faro.")
         with pytest.raises(lifecycle.LifecycleError, match=f"fact {first}"):
             lifecycle.retain_superseding(store, stale, Retainer(store, "default", embedder), [item])
-        assert sorted(store.facts.fact_ids_of_bank(store.require_bank("default"))) == before
+        assert sorted(store.facts.fact_ids_of_bank(store.banks.require_bank("default"))) == before
     finally:
         store.close()
 
@@ -662,11 +662,11 @@ def test_a_forget_by_another_process_between_two_batches_of_a_retain(db_path: Pa
     try:
         retainer = Retainer(writer, "default", embedder)
         retainer.retain_batch([RetainItem(text="Ana visited Zanzibar on her first trip.")])
-        ids = other.facts.fact_ids_of_bank(other.require_bank("default"))
+        ids = other.facts.fact_ids_of_bank(other.banks.require_bank("default"))
         lifecycle.forget(other, lifecycle.plan_forget(other, "default", _ids_selection(*ids)))
         retainer.retain_batch([RetainItem(text="Ana flew back to Zanzibar in June.")])
         facts = writer.facts.facts_by_id(
-            writer.facts.fact_ids_of_bank(writer.require_bank("default"))
+            writer.facts.fact_ids_of_bank(writer.banks.require_bank("default"))
         )
         assert [sorted(f.entities) for f in facts.values()] == [["Ana", "Zanzibar"]]
     finally:

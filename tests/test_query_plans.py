@@ -142,7 +142,7 @@ def test_retain_into_a_grown_store_never_walks_a_bank(store, remember, db_path, 
     )
     assert seen, "no statement was traced"
     tables = ("facts", "entities", "entity_keys", "fact_entities", "documents", "links")
-    banks = {store.require_bank("default")}
+    banks = {store.banks.require_bank("default")}
     assert not walks(db_path, seen, tables, banks), walks(db_path, seen, tables, banks)
 
 
@@ -158,7 +158,7 @@ def test_fact_count_is_kept_until_the_store_changes(store, remember, db_path):
     from memcli.store import Store
 
     remember("Alice met Bob at the cafe.")
-    bank = store.require_bank("default")
+    bank = store.banks.require_bank("default")
     assert store.facts.fact_count(bank) == 1
     remember("Carol keeps her bike in the garage.")  # a write on this connection
     assert store.facts.fact_count(bank) == 2

@@ -572,7 +572,7 @@ def test_first_allowed_is_the_filtered_list_cut_to_the_limit(store, bare_fact, l
 
     rng = np.random.default_rng(4)
     with store.atomic():
-        banks = [store.ensure_bank(name, NOW) for name in ("default", "other")]
+        banks = [store.banks.ensure_bank(name, NOW) for name in ("default", "other")]
         store.vectors.ensure_vectors(banks[0], "unit", None, 8)
         store.vectors.ensure_vectors(banks[1], "unit", None, 8)
         ids = [
@@ -714,7 +714,7 @@ def test_the_semantic_arm_keeps_k_open_facts_when_closed_ones_are_nearer(
     query = rng.standard_normal(dim).astype(np.float32)
     query /= np.linalg.norm(query)
     with store.atomic():
-        bank = store.ensure_bank("default", NOW)
+        bank = store.banks.ensure_bank("default", NOW)
         store.vectors.ensure_vectors(bank, "unit", None, dim)
         ids, cosines = [], []
         for i in range(n):

@@ -121,7 +121,7 @@ def test_entities_resolve_fuzzily_but_never_wrongly(store, remember):
 def test_banks_keep_memories_apart(store, remember):
     remember("Work bank fact about quarterly budgets.", bank="work")
     remember("Home bank fact about the garden.", bank="home")
-    assert set(store.bank_names()) == {"work", "home"}
+    assert set(store.banks.bank_names()) == {"work", "home"}
 
 
 def test_a_reply_is_indexed_with_what_it_answers(store, remember):

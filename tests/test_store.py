@@ -70,7 +70,7 @@ def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, emb
         assert store.schema_version() == SCHEMA_VERSION == 8
         assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert {"facts_context", "facts_dedupe"} <= index_names(store)
-        bank = store.require_bank("default")
+        bank = store.banks.require_bank("default")
         facts = store.facts.facts_by_id([1, 2], bank)
         assert [facts[i].text for i in (1, 2)] == [
             "Sam moved to Lisbon.",
@@ -105,7 +105,7 @@ def test_contexts_among_finds_the_speakers_a_query_names(store, remember):
         ]
     )
     remember("Elsewhere.", bank="other", context="Tom", timestamp=DAY)
-    bank = store.require_bank("default")
+    bank = store.banks.require_bank("default")
     assert store.facts.contexts_among(bank, ["sam", "PRIYA NAIR", "c++ team", "Tom", "Alps"]) == [
         "C++ team",
         "Priya Nair",
@@ -209,7 +209,7 @@ def test_facts_said_at_an_instant_are_found_by_the_window_as_instants(db_path, b
             end = start + rng.choice([24, 24 * 7, 24 * 30]) * hour if rng.random() < 0.7 else None
             facts.append((said, start, end))
     with Store(db_path) as store, store.atomic():
-        bank = store.ensure_bank("default", base)
+        bank = store.banks.ensure_bank("default", base)
         store.vectors.ensure_vectors(bank, "unit", None, 8)
         ids = [
             bare_fact(store, bank, i, np.eye(8, dtype=np.float32)[i % 8], said, start=s, end=e)
@@ -258,7 +258,7 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare
         (base + 2 * day, base - 2 * day),  # said inside, of a period that ended before
     ]
     with Store(db_path) as store, store.atomic():
-        bank = store.ensure_bank("default", base)
+        bank = store.banks.ensure_bank("default", base)
         store.vectors.ensure_vectors(bank, "unit", None, 8)
         ids = []
         for i, (start, end) in enumerate(periods):
@@ -326,8 +326,8 @@ def test_keyword_search_returns_the_banks_best_matches(db_path, bare_fact, case)
 
     _, others, types, expected = case
     with Store(db_path) as store, store.atomic():
-        mine = store.ensure_bank("mine", DAY)
-        theirs = store.ensure_bank("theirs", DAY)
+        mine = store.banks.ensure_bank("mine", DAY)
+        theirs = store.banks.ensure_bank("theirs", DAY)
         store.vectors.ensure_vectors(mine, "unit", None, 8)
         store.vectors.ensure_vectors(theirs, "unit", None, 8)
         vec = [1.0] * 8
@@ -365,7 +365,7 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
 
     at = datetime(2026, 3, 1, 9, 30)
     with store.atomic():
-        bank = store.ensure_bank("default", at)
+        bank = store.banks.ensure_bank("default", at)
         store.vectors.ensure_vectors(bank, "unit", None, 8)
         fid = store.facts.insert_fact(
             bank_id=bank,
@@ -412,8 +412,8 @@ def test_entity_expansions_count_every_bank_and_list_the_banks_latest(store, bar
     carries has (0, [])."""
     at = datetime(2026, 3, 1)
     with store.atomic():
-        home = store.ensure_bank("default", at)
-        away = store.ensure_bank("other", at)
+        home = store.banks.ensure_bank("default", at)
+        away = store.banks.ensure_bank("other", at)
         store.vectors.ensure_vectors(home, "unit", None, 8)
         store.vectors.ensure_vectors(away, "unit", None, 8)
         hub = store.entities.insert_entity(home, "Hub", at, ["hub"])

@@ -36,7 +36,7 @@ def test_nearest_finds_the_exact_nearest_facts_beyond_the_prefilter(store, remem
     topics = ["rain", "football", "bread", "taxes", "violin", "tomatoes", "trains", "cats"]
     texts = [f"Note {i}: something about {topics[i % 8]} and day {i}." for i in range(160)]
     remember([RetainItem(t, timestamp=DAY + timedelta(minutes=i)) for i, t in enumerate(texts)])
-    bank = store.require_bank("default")
+    bank = store.banks.require_bank("default")
     ids, vectors = store.vectors.bank_vectors(bank)
     assert len(ids) == 160 > prefilter_candidates(5)  # the Hamming cut really drops facts
     assert store.vectors._bank_scan(bank) is not None  # the fast path, not vec0's fallback
@@ -79,7 +79,7 @@ def test_a_facts_causal_links_come_out_then_in_each_by_the_other_fact(store, bar
     the two indexes), and never its semantic links; then its neighbours in time."""
     rng = np.random.default_rng(1)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
+        bank = store.banks.ensure_bank("default", DAY)
         store.vectors.ensure_vectors(bank, "unit", None, 8)
         ids = [
             bare_fact(store, bank, i, rng.standard_normal(8).astype(np.float32), DAY)
@@ -112,8 +112,8 @@ def test_time_neighbours_of_many_facts_are_each_facts_own(store, bare_fact):
     rng = np.random.default_rng(2)
     hours = [0, 0, 0, 1, 5, 23.5, 24, 100, 167, 168, 169, 400, 0, 2]
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
-        other = store.ensure_bank("other", DAY)
+        bank = store.banks.ensure_bank("default", DAY)
+        other = store.banks.ensure_bank("other", DAY)
         for b in (bank, other):
             store.vectors.ensure_vectors(b, "unit", None, 8)
         vec = lambda: rng.standard_normal(8).astype(np.float32)  # noqa: E731
@@ -157,7 +157,7 @@ def test_time_neighbours_are_those_a_walk_over_every_fact_finds(store, bare_fact
     limit, reach, floor = 5, 24.0 * 7, 0.3
     rows: list[tuple[int, int, datetime]] = []  # (id, bank, time)
     with store.atomic():
-        banks = [store.ensure_bank(name, DAY) for name in ("default", "other")]
+        banks = [store.banks.ensure_bank(name, DAY) for name in ("default", "other")]
         for b in banks:
             store.vectors.ensure_vectors(b, "unit", None, 8)
         minutes = rng.sample(range(0, 60 * 24 * 20), 40)
@@ -220,7 +220,7 @@ def test_a_fact_deleted_by_another_process_after_the_scan_reads_as_zeros(store, 
     from memcli.store import Store
 
     remember([RetainItem(f"Fact number {i}.", timestamp=DAY) for i in range(3)])
-    bank = store.require_bank("default")
+    bank = store.banks.require_bank("default")
     store.vectors.forget_scans()  # a scan whose floats are not read yet (retain's links read some)
     scan = store.vectors._bank_scan(bank)
     rows = np.arange(len(scan))
@@ -254,7 +254,7 @@ def test_a_kept_scan_follows_this_connections_writes(store, remember, db_path):
     from memcli.store import Store
 
     remember([RetainItem(f"First import, fact {i}.", timestamp=DAY) for i in range(5)])
-    bank = store.require_bank("default")
+    bank = store.banks.require_bank("default")
     scan = store.vectors._bank_scan(bank)
     steps = {
         "retain": lambda: remember(
@@ -306,7 +306,7 @@ def test_sign_dots_are_the_query_dotted_with_the_unpacked_bits(store, bare_fact)
     rng = np.random.default_rng(5)
     vectors = _clustered(rng, 300)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
+        bank = store.banks.ensure_bank("default", DAY)
         store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         for i, vec in enumerate(vectors):
             bare_fact(store, bank, i, vec, DAY)
@@ -331,7 +331,7 @@ def test_nearest_reads_the_floats_of_a_short_list_only_and_keeps_the_nearest(sto
     assert (wide, keep) == (4 * prefilter_candidates(k), 3 * k)
     vectors = _clustered(rng, 7 * keep)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
+        bank = store.banks.ensure_bank("default", DAY)
         store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         ids = [bare_fact(store, bank, i, vec, DAY) for i, vec in enumerate(vectors)]
     ids = np.array(ids)
@@ -377,7 +377,7 @@ def test_link_search_over_a_large_bank_finds_the_exact_nearest_earlier_facts(sto
     vectors = centres[np.arange(n) % len(centres)] + mix * noise
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
+        bank = store.banks.ensure_bank("default", DAY)
         store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         for i, vec in enumerate(vectors):
             bare_fact(store, bank, i, vec, DAY)
@@ -435,7 +435,7 @@ def hourly_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("hourly") / "mem.db"
     rng = np.random.default_rng(11)
     with Store(path) as store, store.atomic():
-        bank = store.ensure_bank("default", DAY)
+        bank = store.banks.ensure_bank("default", DAY)
         store.vectors.ensure_vectors(bank, "unit", None, 64)
         for i in range(20_000):
             vec = rng.standard_normal(64).astype(np.float32)
@@ -509,7 +509,7 @@ def test_one_scan_searched_from_two_connections_in_two_threads(store, bare_fact,
     rng = np.random.default_rng(5)
     vectors = _clustered(rng, 3000)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
+        bank = store.banks.ensure_bank("default", DAY)
         store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         ids = np.array([bare_fact(store, bank, i, v, DAY) for i, v in enumerate(vectors)])
     scan = store.vectors.prepare_vector_search(bank)
@@ -559,7 +559,7 @@ def test_nearest_searches_the_wanted_fact_types_together(
     vectors = _clustered(rng, 1800)
     types = [FACT_TYPES[i % 3] for i in range(len(vectors))]
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
+        bank = store.banks.ensure_bank("default", DAY)
         store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         ids = np.array(
             [
@@ -592,7 +592,7 @@ def test_a_listed_window_keeps_only_valid_facts_as_filtering_first_did(db_path):
     rng = np.random.default_rng(8)
     with Store(db_path) as store:
         with store.atomic():
-            bank = store.ensure_bank("default", DAY)
+            bank = store.banks.ensure_bank("default", DAY)
             store.vectors.ensure_vectors(bank, "unit", None, 64)
             ids = [
                 _insert_bare_fact(

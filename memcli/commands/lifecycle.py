@@ -775,9 +775,9 @@ def banks(
         try:
             with _errors():
                 check_bank_name(new)
-                bank_id = store.require_bank(old)
+                bank_id = store.banks.require_bank(old)
                 with store.atomic():
-                    store.rename_bank(bank_id, new)
+                    store.banks.rename_bank(bank_id, new)
         finally:
             store.close()
         info(f"renamed bank {old!r} to {new!r}")
@@ -786,7 +786,7 @@ def banks(
         store = open_store(create=False)
         try:
             with _errors():
-                bank_id = store.require_bank(delete)
+                bank_id = store.banks.require_bank(delete)
                 n = store.facts.fact_count(bank_id)
                 _confirm(
                     f"Delete bank {delete!r} and its {n} facts? This cannot be undone.",
@@ -794,7 +794,7 @@ def banks(
                     f"refusing to delete bank {delete!r} ({n} facts)",
                 )
                 with store.atomic():
-                    counts = store.delete_bank(bank_id)
+                    counts = store.banks.delete_bank(bank_id)
         finally:
             store.close()
         if output is Format.text:
@@ -808,9 +808,9 @@ def banks(
     store = open_store(create=False, readonly=True)
     try:
         with _errors(), store.snapshot():
-            rows = store.bank_stats()
+            rows = store.banks.bank_stats()
             for r in rows:
-                bank_id = store.bank_id(r["bank"])
+                bank_id = store.banks.bank_id(r["bank"])
                 pending = store.reembed.reembed_state(bank_id) if bank_id is not None else None
                 r["reembedding"] = pending["embedder"] if pending else None
     finally:

@@ -161,8 +161,8 @@ def _recall_once(
     timings: dict[str, float] = {}
     started = time.perf_counter()
     now = options.now or utcnow()
-    bank_id = store.require_bank(bank)
-    created = store.bank_created_at(bank_id)
+    bank_id = store.banks.require_bank(bank)
+    created = store.banks.bank_created_at(bank_id)
     if options.as_of is not None and created is not None and options.as_of < created:
         raise RecallError(
             f"--as-of {options.as_of.isoformat()} is before bank {bank!r} existed "

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from memcli.store.banks import BanksMixin, check_bank_name
+from memcli.store.banks import BanksPart, check_bank_name
 from memcli.store.base import (
     StagingFile,
     build_schema,
@@ -53,7 +53,6 @@ from memcli.store.vectors import VectorsPart
 
 
 class Store(
-    BanksMixin,
     DocumentsMixin,
     LifecycleMixin,
     HealthMixin,
@@ -71,7 +70,7 @@ class Store(
         self.vectors = VectorsPart(self, self.search)
         self.facts = FactsPart(self, self.vectors, self.entities)
         self.reembed = ReembedPart(self, self.vectors, self.facts)
-        self.on_close(self.release_staging_locks)
+        self.banks = BanksPart(self, self.facts, self.reembed)
         # Readers of this store that their users closed, kept for the next reader(); and,
         # for a reader, the pool it goes back to.
         self._readers: ReaderPool[Store] = ReaderPool()

@@ -102,7 +102,7 @@ class DocumentsMixin:
         )
         self.vectors.move_vectors(moved, bank_id)  # type: ignore[attr-defined]
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
-        self.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
+        self.banks.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
         return replaced
 
     # A new version's fact "says the same" as an old one when its words, speaker and type
@@ -164,8 +164,8 @@ class DocumentsMixin:
         self.conn.execute("DELETE FROM documents WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
         # Ours: let go of it; a killed owner's (nobody holds it): its file goes too.
-        self.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
-        lock = self.staging_lock_of(owner[0] if owner else None)  # type: ignore[attr-defined]
+        self.banks.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
+        lock = self.banks.staging_lock_of(owner[0] if owner else None)  # type: ignore[attr-defined]
         if lock is not None:
             lock.unlink(missing_ok=True)
         return counts
@@ -174,8 +174,8 @@ class DocumentsMixin:
         """Drop staging banks left by killed processes, and lock files no staging bank owns
         and nobody holds (a process killed before its staging bank's row committed). Call
         inside atomic(): a new staging bank's row and lock come in its owner's write."""
-        banks = self.abandoned_staging_banks()  # type: ignore[attr-defined]
+        banks = self.banks.abandoned_staging_banks()  # type: ignore[attr-defined]
         for staging_bank in banks:
             self.discard_staging(staging_bank)
-        self.remove_orphan_staging_locks()  # type: ignore[attr-defined]
+        self.banks.remove_orphan_staging_locks()  # type: ignore[attr-defined]
         return len(banks)

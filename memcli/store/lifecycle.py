@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from memcli.store.types import PAGE, StoreError, batched, marks, stored_json
+from memcli.store.types import PAGE, batched, marks, stored_json
 
 # Export columns of each table, in file order. A fact's event_time and content_hash are
 # exported too: they are derived at retain time by code that may change, so an import must
@@ -62,10 +61,6 @@ class LifecycleMixin:
     conn: Any
     path: Any
 
-    def bank_created_at(self, bank_id: int) -> datetime | None:
-        row = self.conn.execute("SELECT created_at FROM banks WHERE id = ?", (bank_id,)).fetchone()
-        return datetime.fromisoformat(row[0]) if row and row[0] else None
-
     def delete_empty_documents(self, bank_id: int) -> int:
         """Documents of the bank no fact belongs to any more, and their chunks. Inside
         atomic()."""
@@ -106,39 +101,6 @@ class LifecycleMixin:
         }
         out["fact_vec"] = int(self.vectors.has_vector(fact_id))  # type: ignore[attr-defined]
         return out
-
-    # -- banks ----------------------------------------------------------------------------
-
-    def rename_bank(self, bank_id: int, new_name: str) -> None:
-        if self.bank_id(new_name) is not None:  # type: ignore[attr-defined]
-            raise StoreError(f"a bank named {new_name!r} already exists")
-        self.conn.execute("UPDATE banks SET name = ? WHERE id = ?", (new_name, bank_id))
-
-    def delete_bank(self, bank_id: int) -> dict[str, int]:
-        """Remove a bank and everything in it. Inside atomic()."""
-        counts = self.facts.delete_facts(self.facts.fact_ids_of_bank(bank_id))  # type: ignore[attr-defined]
-        counts["documents"] = self.conn.execute(
-            "SELECT count(*) FROM documents WHERE bank_id = ?", (bank_id,)
-        ).fetchone()[0]
-        counts["entities"] += self.conn.execute(
-            "SELECT count(*) FROM entities WHERE bank_id = ?", (bank_id,)
-        ).fetchone()[0]
-        # The remaining rows (documents, chunks, entities and their keys) cascade.
-        self.conn.execute("DELETE FROM banks WHERE id = ?", (bank_id,))
-        self.reembed.forget_bank(bank_id)  # type: ignore[attr-defined]
-        return counts
-
-    def bank_row(self, bank_id: int) -> dict[str, Any]:
-        name, created, embedder, fingerprint = self.conn.execute(
-            "SELECT name, created_at, embedder, embedder_fingerprint FROM banks WHERE id = ?",
-            (bank_id,),
-        ).fetchone()
-        return {
-            "name": name,
-            "created_at": created,
-            "embedder": embedder,
-            "embedder_fingerprint": fingerprint,
-        }
 
     def _has_table(self, name: str) -> bool:
         return (
