@@ -153,7 +153,7 @@ def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any
     out = []
     for fid in fact_ids:
         f = facts[fid]
-        chunk = store.chunk_texts([f.chunk_id]).get(f.chunk_id) if f.chunk_id else None
+        chunk = store.documents.chunk_texts([f.chunk_id]).get(f.chunk_id) if f.chunk_id else None
         out.append(
             {
                 **fact_json(f),
@@ -279,7 +279,7 @@ def plan_forget(
         missing = store.facts.missing_fact_ids(bank_id, sel.ids)
         if missing:
             raise LifecycleError(f"no fact {_id_list(missing)} in bank {bank!r}; nothing forgotten")
-    if sel.document is not None and store.document_row(bank_id, sel.document) is None:
+    if sel.document is not None and store.documents.document_row(bank_id, sel.document) is None:
         raise LifecycleError(f"no document {sel.document!r} in bank {bank!r}; nothing forgotten")
     ids = store.facts.selected_fact_ids(bank_id, sel)
     if sel.query is not None:
@@ -350,7 +350,7 @@ def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
         # Facts picked at plan time that are gone now (another process) are simply skipped.
         reopened = store.facts.reopen_superseded(plan.fact_ids)
         counts = store.facts.delete_facts(plan.fact_ids)
-        counts["documents"] = store.delete_empty_documents(plan.bank_id)
+        counts["documents"] = store.documents.delete_empty_documents(plan.bank_id)
         counts["reopened"] = reopened
     return counts
 

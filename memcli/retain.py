@@ -351,7 +351,7 @@ class Retainer:
                 raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
         try:
             with self.store.atomic():
-                self.store.purge_abandoned_staging()
+                self.store.documents.purge_abandoned_staging()
             for batch in _batches(items, self.settings.batch_items):
                 self.retain_batch(batch)
                 if progress:
@@ -426,22 +426,26 @@ class Retainer:
             return _Target(bank_id, None)
         store = self.store
         if self.append:
-            return _Target(bank_id, store.ensure_document(bank_id, doc, self.now))
+            return _Target(bank_id, store.documents.ensure_document(bank_id, doc, self.now))
         if self._staging_bank is None:
             self._staging_bank = store.banks.create_staging_bank(bank_id, self.now)
         row = self._staged_docs.get(doc)
         if row is None:
-            row = self._staged_docs[doc] = store.ensure_document(self._staging_bank, doc, self.now)
-            live = store.document_row(bank_id, doc)
+            row = self._staged_docs[doc] = store.documents.ensure_document(
+                self._staging_bank, doc, self.now
+            )
+            live = store.documents.document_row(bank_id, doc)
             if live is not None:
-                self._replaced_fact_ids.update(store.document_fact_ids(live))
+                self._replaced_fact_ids.update(store.documents.document_fact_ids(live))
         return _Target(self._staging_bank, row)
 
     def _publish(self) -> None:
         if self._staging_bank is None:
             return
         with self.store.atomic():
-            replaced = self.store.publish_staging(self._staging_bank, self._bank_for_batch())
+            replaced = self.store.documents.publish_staging(
+                self._staging_bank, self._bank_for_batch()
+            )
         self._staging_bank = None
         self.summary.documents_replaced += len(replaced)
 
@@ -452,7 +456,7 @@ class Retainer:
             return
         try:
             with self.store.atomic():
-                dropped = self.store.discard_staging(self._staging_bank)
+                dropped = self.store.documents.discard_staging(self._staging_bank)
             self.summary.items -= self._staged_items
             # Entities only the staged facts had, and their links, went with them.
             for key in ("facts", "entities", "links"):
@@ -557,7 +561,7 @@ class Retainer:
             hashes.add(p.content_hash)
             chunk_key = (key, p.chunk_index)
             if chunk_key not in chunk_rows:
-                chunk_rows[chunk_key] = store.insert_chunk(
+                chunk_rows[chunk_key] = store.documents.insert_chunk(
                     target.bank_id, target.document_row, p.item.source_id, p.chunks[p.chunk_index]
                 )
             occurred_start = p.span.start if p.span else None

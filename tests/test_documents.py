@@ -36,8 +36,8 @@ def texts_of(db: Path, document: str | None = None) -> list[str]:
         if document is None:
             ids = s.facts.fact_ids_of_bank(bank)
         else:
-            row = s.document_row(bank, document)
-            ids = s.document_fact_ids(row) if row else []
+            row = s.documents.document_row(bank, document)
+            ids = s.documents.document_fact_ids(row) if row else []
         facts = s.facts.facts_by_id(ids, bank)
         return sorted(f.text for f in facts.values())
 
@@ -100,8 +100,8 @@ def test_one_retain_call_builds_a_document_across_batches_in_any_order(store, em
     ]
     Retainer(store, "default", embedder).retain(items)
     bank = store.banks.require_bank("default")
-    assert len(store.document_fact_ids(store.document_row(bank, "a"))) == 100
-    assert len(store.document_fact_ids(store.document_row(bank, "b"))) == 50
+    assert len(store.documents.document_fact_ids(store.documents.document_row(bank, "a"))) == 100
+    assert len(store.documents.document_fact_ids(store.documents.document_row(bank, "b"))) == 50
 
 
 def test_a_shared_sentence_belongs_to_each_document(db_path):
@@ -478,12 +478,12 @@ def test_a_live_import_whose_process_id_means_nothing_here_is_not_purged(db_path
         lock_files = list(db_path.parent.glob(f".{db_path.name}.staging-{elsewhere}-*.lock"))
         assert len(lock_files) == 1
         with writer.atomic():
-            assert writer.purge_abandoned_staging() == 0  # its owner holds the lock
+            assert writer.documents.purge_abandoned_staging() == 0  # its owner holds the lock
         # The importer is killed: its lock goes with it (the file stays).
         fd, _ = importer.banks._staging_locks.pop(staging)
         os.close(fd)
         with writer.atomic():
-            assert writer.purge_abandoned_staging() == 1
+            assert writer.documents.purge_abandoned_staging() == 1
         assert not lock_files[0].exists()
     finally:
         importer.close()

@@ -171,7 +171,7 @@ def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
     assert "forgot 1 facts" in r.stderr
     with Store(db) as s:
         assert all(v == 0 for v in s.fact_traces(target).values()), s.fact_traces(target)
-        assert s.chunk_texts([fact.chunk_id]) == {}
+        assert s.documents.chunk_texts([fact.chunk_id]) == {}
         for eid in own_entities:
             assert (
                 s.conn.execute("SELECT count(*) FROM entities WHERE id = ?", (eid,)).fetchone()[0]
@@ -214,7 +214,7 @@ def test_forget_by_selectors_dry_run_and_confirmation(db: Path) -> None:
     out = json.loads(ok(mem(db, "forget", "--document", "trip", "--yes", "--format", "json")))
     assert out["counts"]["facts"] == 2 and out["counts"]["documents"] == 1
     with Store(db) as s:
-        assert s.document_row(s.banks.require_bank("default"), "trip") is None
+        assert s.documents.document_row(s.banks.require_bank("default"), "trip") is None
     r = mem(db, "forget", "--before", "2024-06-01", "--yes")
     assert "forgot 1 facts" in r.stderr  # Marco's tutor (May); the June facts stay
     assert ids_listed(db) == [

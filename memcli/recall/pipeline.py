@@ -463,7 +463,7 @@ def _chunks(store: Store, results, options: RecallOptions) -> list[dict]:
     for c in results:
         if c.fact.chunk_id is not None and c.fact.chunk_id not in order:
             order.append(c.fact.chunk_id)
-    texts = store.chunk_texts(order)
+    texts = store.documents.chunk_texts(order)
     fitted = budget_mod.fit_texts(
         [texts[i] for i in order if i in texts],
         options.max_chunk_tokens,

@@ -24,7 +24,7 @@ from memcli.store.base import (
     staging_path,
 )
 from memcli.store.core import StoreCore
-from memcli.store.documents import DocumentsMixin
+from memcli.store.documents import DocumentsPart
 from memcli.store.entities import EntitiesPart
 from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsPart
 from memcli.store.health import HealthMixin
@@ -53,7 +53,6 @@ from memcli.store.vectors import VectorsPart
 
 
 class Store(
-    DocumentsMixin,
     LifecycleMixin,
     HealthMixin,
     StoreCore,
@@ -71,6 +70,7 @@ class Store(
         self.facts = FactsPart(self, self.vectors, self.entities)
         self.reembed = ReembedPart(self, self.vectors, self.facts)
         self.banks = BanksPart(self, self.facts, self.reembed)
+        self.documents = DocumentsPart(self, self.facts, self.vectors, self.banks)
         # Readers of this store that their users closed, kept for the next reader(); and,
         # for a reader, the pool it goes back to.
         self._readers: ReaderPool[Store] = ReaderPool()

@@ -61,23 +61,6 @@ class LifecycleMixin:
     conn: Any
     path: Any
 
-    def delete_empty_documents(self, bank_id: int) -> int:
-        """Documents of the bank no fact belongs to any more, and their chunks. Inside
-        atomic()."""
-        empty = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT d.id FROM documents d WHERE d.bank_id = ? "
-                "AND NOT EXISTS (SELECT 1 FROM facts f WHERE f.document_id = d.id)",
-                (bank_id,),
-            )
-        ]
-        for batch in batched(empty):
-            m = marks(len(batch))
-            self.conn.execute(f"DELETE FROM chunks WHERE document_id IN ({m})", batch)
-            self.conn.execute(f"DELETE FROM documents WHERE id IN ({m})", batch)
-        return len(empty)
-
     def fact_traces(self, fact_id: int) -> dict[str, int]:
         """How many rows of each table still mention a fact (0 everywhere after a forget)."""
         q = self.conn.execute
