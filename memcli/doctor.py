@@ -61,7 +61,7 @@ def fts_check(store: Any) -> Check:
     from memcli.store import StoreBusy
 
     try:
-        fts_error = store.fts_integrity_error()
+        fts_error = store.health.fts_integrity_error()
     except StoreBusy as exc:
         # A long import or retain holds the write lock: no finding about the index.
         return Check("fts5 integrity-check", SKIP, f"not run: {exc}".replace(", try again", ""))
@@ -73,12 +73,12 @@ def fts_check(store: Any) -> Check:
 def store_checks(store: Any, fts: Check) -> list[Check]:
     """The store's checks, read in one snapshot; `fts` is fts_check's, made before it."""
     out: list[Check] = []
-    problems = store.quick_check()
+    problems = store.health.quick_check()
     if problems == ["ok"]:
         out.append(Check("sqlite quick_check", OK, f"{store.path}"))
     else:
         out.append(Check("sqlite quick_check", FAIL, "; ".join(problems[:5])))
-    fk = store.foreign_key_violations()
+    fk = store.health.foreign_key_violations()
     out.append(
         Check("foreign keys", OK, "no dangling references")
         if fk == 0
@@ -86,8 +86,8 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
     )
     out.append(fts)
 
-    counts = store.index_counts()
-    bad = store.index_mismatches()
+    counts = store.health.index_counts()
+    bad = store.health.index_mismatches()
     vectors = counts["vectors"]
     summary = f"{counts['facts']} facts, {counts['fts_rows']} FTS rows, " + (
         f"{vectors} vectors" if vectors is not None else "no vector table yet"
@@ -106,7 +106,7 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
     else:
         out.append(Check("facts = FTS rows = vectors", OK, summary))
 
-    orphans = store.orphan_counts()
+    orphans = store.health.orphan_counts()
     dangling = {k: n for k, n in orphans.items() if n and k != "entities_unused"}
     if dangling:
         what = ", ".join(f"{n} {k}" for k, n in dangling.items())
@@ -122,7 +122,7 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
         )
     else:
         out.append(Check("orphan rows", OK, "no orphan links, entity rows, tags or entities"))
-    damaged = store.damaged_fact_fields()
+    damaged = store.health.damaged_fact_fields()
     out.append(
         Check(
             "fact fields",
@@ -133,7 +133,7 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
         if damaged
         else Check("fact fields", OK, "every fact's tags and metadata read")
     )
-    out.append(id_check(store.highest_ids()))
+    out.append(id_check(store.health.highest_ids()))
     abandoned = store.banks.abandoned_staging_banks()
     out.append(
         Check(
@@ -184,7 +184,7 @@ def embedder_checks(store: Any, override: str | None) -> list[Check]:
     from memcli.models.embedder import resolve_embedder_path, spec_builtin
 
     out: list[Check] = []
-    for row in store.bank_embedders():
+    for row in store.health.bank_embedders():
         name = f"embedder of bank {row['bank']!r}"
         if row["embedder"] is None:
             out.append(Check(name, SKIP, "no vectors yet"))
@@ -271,7 +271,7 @@ def version_checks(store: Any | None) -> list[Check]:
 
     out = [Check("sqlite", OK, f"SQLite {apsw.sqlite_lib_version()}, apsw {apsw.apsw_version()}")]
     if store is not None:
-        out.append(Check("sqlite-vec", OK, f"{store.sqlite_vec_version()} (loaded)"))
+        out.append(Check("sqlite-vec", OK, f"{store.health.sqlite_vec_version()} (loaded)"))
     else:
         out.append(Check("sqlite-vec", OK, f"package {getattr(sqlite_vec, '__version__', '?')}"))
     try:

@@ -84,7 +84,7 @@ def table_counts(db: Path) -> dict[str, int]:
 
 def test_round_trip_is_byte_identical(source: Path, tmp_path: Path, monkeypatch) -> None:
     # Pages of two rows: the export's keyset paging crosses many page boundaries.
-    monkeypatch.setattr("memcli.store.lifecycle.PAGE", 2)
+    monkeypatch.setattr("memcli.store.exchange.PAGE", 2)
     first = ok(mem(source, "export"))
     fresh = tmp_path / "fresh.db"
     r = mem(fresh, "import", "-", input=first)
@@ -673,7 +673,7 @@ def test_an_import_racing_another_into_the_same_new_bank_is_one_clear_error(
         # Between this import's first look and its write, another process makes the bank.
         with Store(target) as rival:
             with rival.atomic():
-                rival.create_bank_row("same", "2026-01-01T00:00:00")
+                rival.exchange.create_bank_row("same", "2026-01-01T00:00:00")
         return embedder
 
     with Store(target) as store:

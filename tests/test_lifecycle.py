@@ -162,15 +162,20 @@ def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
             for eid, name, _ in s.entities.fact_entity_rows(target)
             if s.entities.entity_fact_count(eid) > 1
         }
-        assert s.fact_traces(target)["fact_vec"] == 1 and s.fact_traces(target)["fact_fts"] == 1
+        assert (
+            s.health.fact_traces(target)["fact_vec"] == 1
+            and s.health.fact_traces(target)["fact_fts"] == 1
+        )
         assert own_entities
-        linked = s.fact_traces(target)["links"]
+        linked = s.health.fact_traces(target)["links"]
     assert linked > 0, "the test needs a linked fact"
     r = mem(db, "forget", str(target), "--yes")
     ok(r)
     assert "forgot 1 facts" in r.stderr
     with Store(db) as s:
-        assert all(v == 0 for v in s.fact_traces(target).values()), s.fact_traces(target)
+        assert all(v == 0 for v in s.health.fact_traces(target).values()), s.health.fact_traces(
+            target
+        )
         assert s.documents.chunk_texts([fact.chunk_id]) == {}
         for eid in own_entities:
             assert (

@@ -26,9 +26,9 @@ from memcli.store.base import (
 from memcli.store.core import StoreCore
 from memcli.store.documents import DocumentsPart
 from memcli.store.entities import EntitiesPart
+from memcli.store.exchange import ExchangePart
 from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsPart
-from memcli.store.health import HealthMixin
-from memcli.store.lifecycle import LifecycleMixin
+from memcli.store.health import HealthPart
 from memcli.store.links import LinksPart
 from memcli.store.readers import ReaderPool
 from memcli.store.reembed import ReembedPart
@@ -45,6 +45,7 @@ from memcli.store.types import (
     StoreError,
     StoreFull,
     StoreReadOnly,
+    WriteRefused,
     content_hash,
     iso,
     parse_iso,
@@ -53,8 +54,6 @@ from memcli.store.vectors import VectorsPart
 
 
 class Store(
-    LifecycleMixin,
-    HealthMixin,
     StoreCore,
 ):
     """A connection to one mem store. Use as a context manager; write inside atomic()."""
@@ -71,6 +70,8 @@ class Store(
         self.reembed = ReembedPart(self, self.vectors, self.facts)
         self.banks = BanksPart(self, self.facts, self.reembed)
         self.documents = DocumentsPart(self, self.facts, self.vectors, self.banks)
+        self.exchange = ExchangePart(self, self.vectors)
+        self.health = HealthPart(self, self.vectors)
         # Readers of this store that their users closed, kept for the next reader(); and,
         # for a reader, the pool it goes back to.
         self._readers: ReaderPool[Store] = ReaderPool()
@@ -192,6 +193,7 @@ __all__ = [
     "StoreError",
     "StoreFull",
     "StoreReadOnly",
+    "WriteRefused",
     "check_bank_name",
     "content_hash",
     "fill_new_store",

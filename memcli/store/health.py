@@ -12,11 +12,18 @@ from typing import Any
 
 import apsw
 
+from memcli.store.core import StoreCore
 from memcli.store.types import StoreBusy, StoreError
+from memcli.store.vectors import VectorsPart
 
 
-class HealthMixin:
-    conn: Any
+class HealthPart:
+    """store.health: the doctor's read-only checks."""
+
+    def __init__(self, core: StoreCore, vectors: VectorsPart) -> None:
+        self.core = core
+        self.conn = core.conn
+        self.vectors = vectors
 
     def quick_check(self) -> list[str]:
         """SQLite's PRAGMA quick_check: ['ok'] for a sound file, else its complaints."""
@@ -31,7 +38,7 @@ class HealthMixin:
         when another process held the write lock past the busy timeout: that says nothing
         of the index."""
         try:
-            with self.atomic():  # the write lock, waited for as any writer waits
+            with self.core.atomic():  # the write lock, waited for as any writer waits
                 self.conn.execute("INSERT INTO fact_fts(fact_fts) VALUES('integrity-check')")
         except StoreBusy:
             raise
@@ -125,7 +132,7 @@ class HealthMixin:
             table: self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]
             for table in ("facts", "documents", "chunks", "entities")
         }
-        high = self.get_meta("fact_id_high")  # type: ignore[attr-defined]
+        high = self.core.get_meta("fact_id_high")
         if high and high.isdigit():
             out["facts"] = max(out["facts"], int(high))
         return out
@@ -144,3 +151,27 @@ class HealthMixin:
 
     def sqlite_vec_version(self) -> str:
         return self.conn.execute("SELECT vec_version()").fetchone()[0]
+
+    def fact_traces(self, fact_id: int) -> dict[str, int]:
+        """How many rows of each table still mention a fact (0 everywhere after a forget)."""
+        q = self.conn.execute
+        out = {
+            "facts": q("SELECT count(*) FROM facts WHERE id = ?", (fact_id,)).fetchone()[0],
+            "fact_fts": q("SELECT count(*) FROM fact_fts WHERE rowid = ?", (fact_id,)).fetchone()[
+                0
+            ],
+            "fact_tags": q(
+                "SELECT count(*) FROM fact_tags WHERE fact_id = ?", (fact_id,)
+            ).fetchone()[0],
+            "fact_entities": q(
+                "SELECT count(*) FROM fact_entities WHERE fact_id = ?", (fact_id,)
+            ).fetchone()[0],
+            "links": q(
+                "SELECT count(*) FROM links WHERE from_fact = ? OR to_fact = ?", (fact_id, fact_id)
+            ).fetchone()[0],
+            "superseded_by": q(
+                "SELECT count(*) FROM facts WHERE superseded_by = ?", (fact_id,)
+            ).fetchone()[0],
+        }
+        out["fact_vec"] = int(self.vectors.has_vector(fact_id))
+        return out

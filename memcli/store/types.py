@@ -62,6 +62,11 @@ class StoreReadOnly(StoreError):
     """The file or its folder cannot be written."""
 
 
+class WriteRefused(StoreError):
+    """The store refused a row an import wrote (a constraint, a value of the wrong type, a
+    full disk): its text is the database's own (store.exchange.refused_writes)."""
+
+
 def iso(dt: datetime | None) -> str | None:
     """Stored form of a time: naive UTC, to the second (aware times are converted first)."""
     if dt is None:

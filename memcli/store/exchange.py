@@ -1,15 +1,21 @@
-"""The SQL of the memory lifecycle: banks renamed or deleted, the rows of an export and
-their import, and the staging table of a re-embedding."""
+"""A bank's rows as an export reads them (every column, in id order, a page at a time) and
+as an import writes them back (every id as given), with the checks an import makes before
+it commits. memcli/exchange.py turns them into the JSONL file and back."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+import apsw
 import numpy as np
 
-from memcli.store.types import PAGE, batched, marks, stored_json
+from memcli import fts
+from memcli.store.core import StoreCore
+from memcli.store.types import PAGE, WriteRefused, batched, marks, stored_json
+from memcli.store.vectors import VectorsPart
 
 # Export columns of each table, in file order. A fact's event_time and content_hash are
 # exported too: they are derived at retain time by code that may change, so an import must
@@ -57,41 +63,13 @@ _LIVE_MENTIONS = (
 )
 
 
-class LifecycleMixin:
-    conn: Any
-    path: Any
+class ExchangePart:
+    """store.exchange: export rows and import writes."""
 
-    def fact_traces(self, fact_id: int) -> dict[str, int]:
-        """How many rows of each table still mention a fact (0 everywhere after a forget)."""
-        q = self.conn.execute
-        out = {
-            "facts": q("SELECT count(*) FROM facts WHERE id = ?", (fact_id,)).fetchone()[0],
-            "fact_fts": q("SELECT count(*) FROM fact_fts WHERE rowid = ?", (fact_id,)).fetchone()[
-                0
-            ],
-            "fact_tags": q(
-                "SELECT count(*) FROM fact_tags WHERE fact_id = ?", (fact_id,)
-            ).fetchone()[0],
-            "fact_entities": q(
-                "SELECT count(*) FROM fact_entities WHERE fact_id = ?", (fact_id,)
-            ).fetchone()[0],
-            "links": q(
-                "SELECT count(*) FROM links WHERE from_fact = ? OR to_fact = ?", (fact_id, fact_id)
-            ).fetchone()[0],
-            "superseded_by": q(
-                "SELECT count(*) FROM facts WHERE superseded_by = ?", (fact_id,)
-            ).fetchone()[0],
-        }
-        out["fact_vec"] = int(self.vectors.has_vector(fact_id))  # type: ignore[attr-defined]
-        return out
-
-    def _has_table(self, name: str) -> bool:
-        return (
-            self.conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-            ).fetchone()
-            is not None
-        )
+    def __init__(self, core: StoreCore, vectors: VectorsPart) -> None:
+        self.core = core
+        self.conn = core.conn
+        self.vectors = vectors
 
     # -- export ---------------------------------------------------------------------------
 
@@ -167,7 +145,7 @@ class LifecycleMixin:
         """Every fact of a bank by id: its columns, entity ids, the FTS columns that cannot
         be recomputed (entity spellings as extracted, the lead-in), and its vector blob."""
         last = -1
-        vectors = with_vectors and self.get_meta("embedding_dim") is not None  # type: ignore[attr-defined]
+        vectors = with_vectors and self.core.get_meta("embedding_dim") is not None
         while True:
             rows = self.conn.execute(
                 f"SELECT {', '.join('f.' + c for c in FACT_EXPORT_COLUMNS)}, "
@@ -190,7 +168,7 @@ class LifecycleMixin:
             if vectors:
                 # Through VectorsMixin: it knows how the table stores them (float32, or half
                 # precision beside sign bits); the file always holds float32.
-                for fid, vec in self.vectors.vectors_for(ids).items():  # type: ignore[attr-defined]
+                for fid, vec in self.vectors.vectors_for(ids).items():
                     blobs[fid] = np.asarray(vec, dtype="<f4").tobytes()
             n = len(FACT_EXPORT_COLUMNS)
             for row in rows:
@@ -228,6 +206,21 @@ class LifecycleMixin:
 
     # -- import (rows as exported; call inside atomic()) ---------------------------------
 
+    @contextmanager
+    def refused_writes(self) -> Iterator[None]:
+        """A write SQLite refuses inside (a constraint, a value of the wrong type, a full
+        disk) raises WriteRefused, whose text is SQLite's: the importer names the line it
+        came from."""
+        try:
+            yield
+        except apsw.Error as exc:
+            raise WriteRefused(str(exc)) from exc
+
+    def defer_foreign_keys(self) -> None:
+        """Check foreign keys at this transaction's commit, not at each statement: an import
+        writes rows before the rows they point to."""
+        self.core.defer_foreign_keys()
+
     def ids_taken(self, table: str, lo: int, hi: int) -> bool:
         """Whether an id in lo..hi is in use, or (facts) was given to a fact since forgotten:
         a fact id names one memory for good (schema 8)."""
@@ -255,7 +248,7 @@ class LifecycleMixin:
             )
 
     def _forgotten_fact_high(self) -> int:
-        value = self.get_meta("fact_id_high")  # type: ignore[attr-defined]
+        value = self.core.get_meta("fact_id_high")
         return int(value) if value and value.isdigit() else 0
 
     def create_bank_row(self, name: str, created_at: str) -> int:
@@ -300,14 +293,15 @@ class LifecycleMixin:
         bank_id: int,
         rec: dict[str, Any],
         entity_ids: Sequence[int],
-        fts_text: str,
-        fts_context: str,
         embedding: bytes,
         tail_tokens: int | None = None,
     ) -> None:
-        """One fact with every column as given (ids already mapped), its tags, FTS row,
-        entity rows and vector. tail_tokens is not exported (it depends on the tokenizer):
-        the importer counts it."""
+        """One fact with every column as given (ids already mapped), its tags, FTS row
+        (its text and context indexed here, its entities and lead-in as exported), entity
+        rows and vector. tail_tokens is not exported (it depends on the tokenizer): the
+        importer counts it."""
+        fts_text = fts.index_text(rec["text"])
+        fts_context = fts.index_text(rec["context"] or "")
         values = [
             json.dumps(rec[c], ensure_ascii=False) if c in _JSON_COLUMNS else rec[c]
             for c in FACT_EXPORT_COLUMNS
@@ -332,7 +326,7 @@ class LifecycleMixin:
         )
         self.vectors.add_vector(
             fid, bank_id, rec["fact_type"], np.frombuffer(embedding, dtype=np.float32)
-        )  # type: ignore[attr-defined]
+        )
 
     def import_links(self, rows: Sequence[tuple[int, int, str, float]]) -> None:
         self.conn.executemany(
