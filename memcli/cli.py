@@ -631,7 +631,7 @@ def stats(
     store = open_store(create=False)
     try:
         rows = store.banks.bank_stats()
-        meta = {"db": str(store.path), "embedder": store.get_meta("embedder")}
+        meta = {"db": str(store.path), "embedder": store.vectors.store_embedder()}
     finally:
         store.close()
     days = [memory_days(r) for r in rows]

@@ -40,11 +40,11 @@ from memcli.store import (
     INT64_MAX,
     LINK_KINDS,
     SCHEMA_VERSION,
-    Store,
     WriteRefused,
     check_bank_name,
     iso,
 )
+from memcli.store.protocol import StoreProtocol
 
 FORMAT = "mem-export"
 FORMAT_VERSION = 1
@@ -67,7 +67,7 @@ def dumps(obj: Any) -> str:
 
 
 def export_lines(
-    store: Store, bank: str, *, with_vectors: bool = False
+    store: StoreProtocol, bank: str, *, with_vectors: bool = False
 ) -> tuple[dict[str, Any], Iterator[str]]:
     """(header, lines): the bank as JSONL lines (without newlines), streamed from cursors
     inside one read transaction, so the file is one consistent state of the store. Consume
@@ -362,7 +362,7 @@ def _check_ids(rec: dict[str, Any], kind: str, spans: dict[str, Any], src: _Line
             )
 
 
-def _check_bank_is_new(store: Store, target: str) -> None:
+def _check_bank_is_new(store: StoreProtocol, target: str) -> None:
     if store.banks.bank_id(target) is not None:
         raise LifecycleError(
             f"bank {target!r} already exists in {store.path}: import into a new bank with "
@@ -508,7 +508,7 @@ def _close_quietly(f: IO[Any]) -> None:
 
 
 def import_lines(
-    store: Store,
+    store: StoreProtocol,
     lines: Iterable[str],
     *,
     name: str,
@@ -582,7 +582,7 @@ def import_lines(
 
 
 def _write(
-    store: Store,
+    store: StoreProtocol,
     src: _Line,
     header: dict[str, Any],
     target: str,
@@ -745,7 +745,7 @@ def _vector(rec: dict[str, Any], dim: int, src: _Line) -> bytes:
 
 
 def _insert_fact(
-    store: Store, bank_id: int, rec: dict[str, Any], entity_ids: list[int], blob: bytes
+    store: StoreProtocol, bank_id: int, rec: dict[str, Any], entity_ids: list[int], blob: bytes
 ) -> None:
     from memcli.blocks import tail_tokens
     from memcli.store import FACT_TYPES

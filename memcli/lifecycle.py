@@ -26,7 +26,8 @@ from datetime import datetime
 from typing import Any
 
 from memcli.display import has_visible_text
-from memcli.store import Fact, Store, StoreError, iso
+from memcli.store import Fact, StoreError, iso
+from memcli.store.protocol import StoreProtocol
 
 # Facts embedded (and committed) per re-embedding batch: small enough that Ctrl-C loses
 # little work, large enough that the per-transaction cost does not matter.
@@ -101,7 +102,7 @@ def check_selection(sel: Selection) -> None:
         raise OptionError("--limit must be positive")
 
 
-def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
+def check_as_of(store: StoreProtocol, bank_id: int, as_of: datetime | None) -> None:
     """An --as-of before the bank existed has no answer: say so instead of printing none."""
     if as_of is None:
         return
@@ -114,7 +115,7 @@ def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
 
 
 def iter_facts(
-    store: Store, bank: str, sel: Selection, limit: int | None = None, offset: int = 0
+    store: StoreProtocol, bank: str, sel: Selection, limit: int | None = None, offset: int = 0
 ) -> Iterator[Fact]:
     """The selected facts, newest said first, streamed (a page of rows at a time)."""
     check_selection(sel)
@@ -140,7 +141,7 @@ def _as_they_stood(facts: Iterator[Fact], as_of: datetime) -> Iterator[Fact]:
 # -- show ---------------------------------------------------------------------------------
 
 
-def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any]]:
+def show(store: StoreProtocol, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any]]:
     """Each fact whole: columns, document and chunk, entities, links, history, embedder."""
     bank_id = store.banks.require_bank(bank)
     if not fact_ids:
@@ -175,7 +176,7 @@ def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any
     return out
 
 
-def _earlier_versions(store: Store, fact_id: int) -> list[int]:
+def _earlier_versions(store: StoreProtocol, fact_id: int) -> list[int]:
     """The facts a fact corrected, back to the chain's first version, oldest first."""
     chain: list[int] = []
     seen = {fact_id}
@@ -189,7 +190,7 @@ def _earlier_versions(store: Store, fact_id: int) -> list[int]:
         seen.add(current)
 
 
-def history(store: Store, fact_id: int) -> list[dict[str, Any]]:
+def history(store: StoreProtocol, fact_id: int) -> list[dict[str, Any]]:
     """The whole correction chain through a fact, oldest first: what it superseded (back
     to the first version) and what superseded it (to the current one)."""
     chain = [*_earlier_versions(store, fact_id), fact_id]
@@ -253,7 +254,7 @@ class ForgetPlan:
 
 
 def plan_forget(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     sel: Selection,
     *,
@@ -291,7 +292,7 @@ def plan_forget(
     return plan
 
 
-def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[int]:
+def _query_ids(store: StoreProtocol, bank: str, sel: Selection, embedder: Any) -> list[int]:
     """The facts recall ranks best for --query (the same pipeline as `mem recall`) that
     match it."""
     from memcli import fts
@@ -343,7 +344,7 @@ def forget_report(plan: ForgetPlan, dry_run: bool, counts: dict[str, int] | None
     return {"forgotten": plan.fact_ids, "counts": counts or dict.fromkeys(FORGET_COUNTS, 0)}
 
 
-def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
+def forget(store: StoreProtocol, plan: ForgetPlan) -> dict[str, int]:
     """Remove the planned facts everywhere, in one transaction; returns counts (the keys of
     FORGET_COUNTS)."""
     with store.atomic():
@@ -358,7 +359,7 @@ def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
 # -- correct ------------------------------------------------------------------------------
 
 
-def correction_item(store: Store, old: Fact, text: str, context: str | None = None) -> Any:
+def correction_item(store: StoreProtocol, old: Fact, text: str, context: str | None = None) -> Any:
     """The new version of a fact: its text, with the old one's speaker, type, tags, source
     and metadata (its document is not taken: retaining that document again would replace
     the correction too). Its relative dates are read as of when the chain's first version
@@ -374,7 +375,7 @@ def correction_item(store: Store, old: Fact, text: str, context: str | None = No
     return item
 
 
-def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
+def as_corrections(store: StoreProtocol, old: Fact, items: list[Any]) -> list[Any]:
     """Items of `mem retain --supersedes` as correction_item makes `mem correct`'s: what an
     item does not say (speaker, tags, type, source, metadata) is the old fact's, and its
     relative dates are read as of the chain's first version. Changed in place."""
@@ -391,7 +392,7 @@ def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
     return items
 
 
-def current_fact(store: Store, bank: str, fact_id: int) -> Fact:
+def current_fact(store: StoreProtocol, bank: str, fact_id: int) -> Fact:
     """A fact that is still valid (one that can be corrected), or LifecycleError."""
     old = store.facts.facts_by_id([fact_id], store.banks.require_bank(bank)).get(fact_id)
     if old is None:
@@ -405,7 +406,7 @@ def current_fact(store: Store, bank: str, fact_id: int) -> Fact:
 
 
 def retain_superseding(
-    store: Store,
+    store: StoreProtocol,
     old: Fact,
     retainer: Any,
     items: list[Any],
@@ -458,7 +459,9 @@ POSSIBLY_SUPERSEDES_COSINE = 0.8
 POSSIBLY_SUPERSEDES_NEIGHBOURS = 10
 
 
-def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, Any]]) -> None:
+def note_possible_supersessions(
+    store: StoreProtocol, bank: str, stored: list[dict[str, Any]]
+) -> None:
     """Add "possibly_supersedes" (ids, most similar first) to each fact retain reports: older,
     still valid facts of the same context that the new one nearly repeats. Only a hint for
     the caller (`mem correct` acts); nothing is changed."""
@@ -538,7 +541,7 @@ class ReembedReport:
 
 
 def reembed(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     embedder: Any,
     *,
@@ -617,7 +620,7 @@ def reembed(
     return report
 
 
-def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
+def _still_ours(store: StoreProtocol, bank_id: int, wanted: dict[str, Any]) -> None:
     """Raise LifecycleError when another re-embedding of the bank, with another model, has
     started since this one did (it cleared the staging table: vectors of two models would
     mix under one model's name). Called inside the batch's transaction."""
@@ -639,7 +642,7 @@ def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
     )
 
 
-def check_query_embedder(store: Store, bank_id: int, embedder: Any) -> None:
+def check_query_embedder(store: StoreProtocol, bank_id: int, embedder: Any) -> None:
     """Raise StoreError when the bank's vectors come from another model than the one that
     would embed the query (cosines between two models' vectors mean nothing)."""
     from memcli.store.vectors import same_model_name

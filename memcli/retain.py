@@ -37,7 +37,8 @@ from memcli.display import has_visible_text, one_line
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
 from memcli.split import split_text, starts_with_cause
-from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
+from memcli.store import FACT_TYPES, StoreError, content_hash, iso
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
 
 
@@ -300,7 +301,7 @@ class Retainer:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreProtocol,
         bank: str,
         embedder: Any,
         *,
@@ -326,8 +327,8 @@ class Retainer:
         # to them.
         self._replaced_fact_ids: set[int] = set()
         self._entity_cache: dict[str, int] = {}
-        # The file's data version when those ids were last known good (_drop_stale_ids).
-        self._data_version: int | None = None
+        # The store's change token when those ids were last known good (_drop_stale_ids).
+        self._change_token: int | None = None
         # The last fact stored by this retain call: a next item that opens with "Because ..."
         # or "So ..." (a dialog reply) is causally linked to it.
         self._last_fact_id: int | None = None
@@ -658,10 +659,10 @@ class Retainer:
         process has committed since: a forget or a bank's deletion may have removed them,
         and the next batch failed on them with "FOREIGN KEY constraint failed". Called with
         the write lock held, so nothing changes again before the batch commits."""
-        version = self.store.data_version()
-        if version == self._data_version:
+        version = self.store.change_token()
+        if version == self._change_token:
             return
-        self._data_version = version
+        self._change_token = version
         self._entity_cache.clear()
         if self._last_fact_id is not None and not self.store.facts.facts_by_id(
             [self._last_fact_id]

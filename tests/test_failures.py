@@ -208,7 +208,7 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
     # SIGXFSZ, so the write returns an error instead of killing the process).
     seeded(db_path)
     with Store(db_path) as s:
-        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        s.checkpoint()
     rows = [
         {"text": f"Line {i} of a long diary about the allotment and its {i} tomatoes."}
         for i in range(400)
@@ -222,10 +222,13 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
     if kept:
         assert f"the {kept} items of the batches before it stay stored" in err.decode()
     with Store(db_path) as s:
-        assert s.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        fts = s.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
-        vec = s.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
-        assert fts == vec == kept + 1
+        assert s.health.quick_check() == ["ok"] and s.health.foreign_key_violations() == 0
+        assert s.health.index_counts() == {
+            "facts": kept + 1,
+            "fts_rows": kept + 1,
+            "vectors": kept + 1,
+        }
+        assert s.health.fts_integrity_error() is None
 
 
 @pytest.mark.parametrize(
@@ -480,7 +483,7 @@ def test_a_full_disk_during_a_document_replace_keeps_the_old_version(db_path, tm
     old = [{"text": f"Old page {i} of the manual.", "document_id": "manual"} for i in range(5)]
     assert mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "v1", old))).exit_code == 0
     with Store(db_path) as s:
-        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        s.checkpoint()
     new = [
         {"text": f"New page {i} of the manual, much longer than before.", "document_id": "manual"}
         for i in range(400)

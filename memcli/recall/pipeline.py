@@ -39,7 +39,8 @@ from memcli.recall.types import (
     RecallResult,
 )
 from memcli.settings import BUDGETS, RERANK_CAPS, RecallSettings
-from memcli.store import FACT_TYPES, Fact, Store, StoreError
+from memcli.store import FACT_TYPES, Fact, StoreError
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import OPEN_START, TimeSpan, query_window_phrase
 
 
@@ -80,7 +81,7 @@ SPREAD_TRIES = 2
 
 
 def recall(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     query: str,
     options: RecallOptions,
@@ -95,16 +96,16 @@ def recall(
     The arms read on two connections at once, each its own read, so a commit by another
     process between them (a document's replace swapped in) would mix two states of the
     store: one arm's hits from the old version, the facts read from the new. The store's
-    data version before and after tells; a recall that saw a commit is done again, and after
+    change token before and after tells; a recall that saw a commit is done again, and after
     SPREAD_TRIES on one connection inside one read transaction."""
     validate(options)
     args = (store, bank, query, options)
     kw = {"embedder": embedder, "reranker": reranker, "settings": settings}
     with collector_paused():
         for _ in range(SPREAD_TRIES):
-            before = store.data_version()
+            before = store.change_token()
             result = _recall_once(*args, **kw, spread=True)
-            if store.data_version() == before:
+            if store.change_token() == before:
                 return result
         with store.snapshot():
             return _recall_once(*args, **kw, spread=False)
@@ -141,7 +142,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def _recall_once(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     query: str,
     options: RecallOptions,
@@ -420,7 +421,9 @@ def _arm_pool() -> ThreadPoolExecutor:
         return _pool[1]
 
 
-def _read_facts(store: Store, bank_id: int, have: dict[int, Fact], wanted: Iterable[int]) -> None:
+def _read_facts(
+    store: StoreProtocol, bank_id: int, have: dict[int, Fact], wanted: Iterable[int]
+) -> None:
     """Add to `have` the bank's facts among `wanted` that it lacks."""
     missing = list(dict.fromkeys(f for f in wanted if f not in have))
     if missing:
@@ -428,7 +431,7 @@ def _read_facts(store: Store, bank_id: int, have: dict[int, Fact], wanted: Itera
 
 
 def _on_own_connection(
-    store: Store,
+    store: StoreProtocol,
     ctx: ArmContext,
     timed,
     fn,
@@ -458,7 +461,7 @@ def _on_own_connection(
         reader.close()
 
 
-def _chunks(store: Store, results, options: RecallOptions) -> list[dict]:
+def _chunks(store: StoreProtocol, results, options: RecallOptions) -> list[dict]:
     order: list[int] = []
     for c in results:
         if c.fact.chunk_id is not None and c.fact.chunk_id not in order:

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from memcli.settings import RecallSettings
-from memcli.store import Fact, Store
+from memcli.store import Fact
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan
 
 ARMS = ("semantic", "keyword", "graph", "temporal")
@@ -67,7 +68,7 @@ class ArmResult:
 class ArmContext:
     """Everything an arm may read. Arms never write."""
 
-    store: Store
+    store: StoreProtocol
     bank_id: int
     query: str
     query_vec: np.ndarray | None

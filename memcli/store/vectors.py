@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from memcli.store.core import StoreCore
+from memcli.store.protocol import FactFilterLike
 from memcli.store.search import SearchPart, _id_array, filter_active
 from memcli.store.types import FACT_TYPES, StoreError, batched, marks
 from memcli.store.vector_format import HALF, sign_bits, vector_table_sql
@@ -478,6 +479,11 @@ class VectorsPart:
     def has_vectors(self) -> bool:
         return self.vector_dim() is not None
 
+    def store_embedder(self) -> str | None:
+        """The embedder the vector table was made with, or last re-made with (`mem stats`);
+        each bank's own is bank_embedder's."""
+        return self.core.get_meta("embedder")
+
     def ensure_vectors(self, bank_id: int, name: str, fingerprint: str | None, dim: int) -> None:
         """Create the vector table on first use, and bind the bank to this embedder (or check
         that it is the one the bank was made with). Call inside atomic()."""
@@ -783,7 +789,7 @@ class VectorsPart:
         vec: np.ndarray,
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         k: int,
         said: tuple[datetime, datetime] | None,
     ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
@@ -821,7 +827,7 @@ class VectorsPart:
         vec: np.ndarray,
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         k: int,
         *,
         probe: bool = True,
