@@ -193,7 +193,7 @@ class FactsPart:
                 fts.index_text(lead_in or ""),
             ),
         )
-        self.vectors.add_vector(fact_id, bank_id, fact_type, embedding)  # type: ignore[attr-defined]
+        self.vectors.add_vector(fact_id, bank_id, fact_type, embedding)
         return fact_id
 
     def existing_hashes(
@@ -258,7 +258,7 @@ class FactsPart:
                 (*batch, *batch, *batch),
             ).fetchone()[0]
             self.conn.execute(f"DELETE FROM fact_fts WHERE rowid IN ({m})", batch)
-            self.vectors.delete_vectors(batch)  # type: ignore[attr-defined]
+            self.vectors.delete_vectors(batch)
             self.conn.execute(f"DELETE FROM facts WHERE id IN ({m})", batch)
             counts["facts"] += self.conn.changes()
         for batch in batched(sorted(entity_ids)):
