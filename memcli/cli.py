@@ -650,9 +650,9 @@ def exit_now(code: object) -> NoReturn:
         print(code, file=sys.stderr)
         status = 1
     atexit._run_exitfuncs()
-    if "apsw" in sys.modules:
-        for conn in sys.modules["apsw"].connections():
-            conn.close()
+    store = sys.modules.get("memcli.store")  # loaded when a command opened a store
+    if store is not None:
+        store.close_all_connections()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -171,8 +171,8 @@ class Memory:
         from memcli.models import choice
         from memcli.models.embedder import load_embedder
 
-        bank_id = store.bank_id(bank) if store is not None else None
-        recorded = store.bank_embedder(bank_id)[0] if bank_id is not None else None
+        bank_id = store.banks.bank_id(bank) if store is not None else None
+        recorded = store.vectors.bank_embedder(bank_id)[0] if bank_id is not None else None
         spec = choice.for_bank(recorded, self.embedder_name, texts, bank=bank).spec
         if spec not in self._embedders:
             self._embedders[spec] = load_embedder(spec)
@@ -383,7 +383,7 @@ class Memory:
         from memcli.retain import Retainer
 
         texts = [it.text for it in batch]
-        if model is None or store.bank_id(bank) is not None:
+        if model is None or store.banks.bank_id(bank) is not None:
             # (a bank another process made meantime has its own embedder)
             model = self.embedder_for(store, bank, texts)
         retainer = Retainer(
@@ -707,7 +707,7 @@ class Memory:
         bank = self._bank_name(bank)
         self._require_store(bank)
         with self.store() as store:
-            store.require_bank(bank)
+            store.banks.require_bank(bank)
 
     def _require_store(self, bank: str) -> None:
         """Raise for a store not made yet: there is nothing to act on (reads that can
@@ -793,10 +793,10 @@ class Memory:
         if not self.exists():
             return []
         with self.store(readonly=True) as store, store.snapshot():
-            rows = store.bank_stats()
+            rows = store.banks.bank_stats()
             for row in rows:
-                bank_id = store.bank_id(row["bank"])
-                pending = store.reembed_state(bank_id) if bank_id is not None else None
+                bank_id = store.banks.bank_id(row["bank"])
+                pending = store.reembed.reembed_state(bank_id) if bank_id is not None else None
                 row["reembedding"] = pending["embedder"] if pending else None
         return [BankInfo(**row) for row in rows]
 
@@ -808,32 +808,32 @@ class Memory:
         self._require_store(old)
         with self.store() as store:
             check_bank_name(new)
-            bank_id = store.require_bank(old)
+            bank_id = store.banks.require_bank(old)
             with store.atomic():
-                store.rename_bank(bank_id, new)
+                store.banks.rename_bank(bank_id, new)
 
     def bank_size(self, name: str) -> int:
         """How many facts a bank holds (for a question before deleting it)."""
         self._bank_name(name)
         self._require_store(name)
         with self.store() as store:
-            return store.fact_count(store.require_bank(name))
+            return store.facts.fact_count(store.banks.require_bank(name))
 
     def delete_bank(self, name: str) -> dict[str, int]:
         """Delete a bank and everything it holds, in one transaction."""
         self._bank_name(name)
         self._require_store(name)
         with self.store() as store:
-            bank_id = store.require_bank(name)
+            bank_id = store.banks.require_bank(name)
             with store.atomic():
-                return store.delete_bank(bank_id)
+                return store.banks.delete_bank(bank_id)
 
     def stats(self) -> Stats:
         """The store's path and what each bank holds."""
         self._require_store(self.bank)
         with self.store() as store:
-            rows = store.bank_stats()
-            embedder = store.get_meta("embedder")
+            rows = store.banks.bank_stats()
+            embedder = store.vectors.store_embedder()
         return Stats(db=str(self.db), embedder=embedder, banks=rows)
 
     def doctor(self, progress: Callable[[str], None] | None = None) -> list[Any]:

@@ -38,7 +38,8 @@ from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
 from memcli.split import SplitFact, split_text, starts_with_cause
-from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
+from memcli.store import FACT_TYPES, StoreError, content_hash, iso
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
 
 
@@ -356,7 +357,7 @@ class Retainer:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreProtocol,
         bank: str,
         embedder: Any,
         *,
@@ -386,8 +387,8 @@ class Retainer:
         # to them.
         self._replaced_fact_ids: set[int] = set()
         self._entity_cache: dict[str, int] = {}
-        # The file's data version when those ids were last known good (_drop_stale_ids).
-        self._data_version: int | None = None
+        # The store's change token when those ids were last known good (_drop_stale_ids).
+        self._change_token: int | None = None
         # The last fact stored by this retain call: a next item that opens with "Because ..."
         # or "So ..." (a dialog reply) is causally linked to it.
         self._last_fact_id: int | None = None
@@ -411,7 +412,7 @@ class Retainer:
                 raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
         try:
             with self.store.atomic():
-                self.store.purge_abandoned_staging()
+                self.store.documents.purge_abandoned_staging()
             for batch in _batches(items, self.settings.batch_items):
                 self.retain_batch(batch)
                 if progress:
@@ -444,7 +445,7 @@ class Retainer:
                 self._drop_stale_ids()
                 bank_id = self._bank_for_batch()
                 if pending:
-                    self.store.ensure_vectors(
+                    self.store.vectors.ensure_vectors(
                         bank_id,
                         self.embedder.name,
                         getattr(self.embedder, "fingerprint", None),
@@ -471,8 +472,8 @@ class Retainer:
         (looked up by name again, later batches went to a new bank of the old name, with
         entity ids of the renamed one); a bank deleted meanwhile stops the call."""
         if self._bank_id is None:
-            self._bank_id = self.store.ensure_bank(self.bank, self.now)
-        elif not self.store.bank_exists(self._bank_id):
+            self._bank_id = self.store.banks.ensure_bank(self.bank, self.now)
+        elif not self.store.banks.bank_exists(self._bank_id):
             raise StoreError(
                 f"bank {self.bank!r} was deleted by another process while this retain ran"
             )
@@ -486,24 +487,28 @@ class Retainer:
             return _Target(bank_id, None)
         store = self.store
         if self.append:
-            return _Target(bank_id, store.ensure_document(bank_id, doc, self.now))
+            return _Target(bank_id, store.documents.ensure_document(bank_id, doc, self.now))
         if self._staging_bank is None:
-            self._staging_bank = store.create_staging_bank(bank_id, self.now)
+            self._staging_bank = store.banks.create_staging_bank(bank_id, self.now)
         row = self._staged_docs.get(doc)
         if row is None:
-            row = self._staged_docs[doc] = store.ensure_document(self._staging_bank, doc, self.now)
+            row = self._staged_docs[doc] = store.documents.ensure_document(
+                self._staging_bank, doc, self.now
+            )
             if doc in self.document_sources:
-                store.set_document_source(row, *self.document_sources[doc])
-            live = store.document_row(bank_id, doc)
+                store.sources.set_document_source(row, *self.document_sources[doc])
+            live = store.documents.document_row(bank_id, doc)
             if live is not None:
-                self._replaced_fact_ids.update(store.document_fact_ids(live))
+                self._replaced_fact_ids.update(store.documents.document_fact_ids(live))
         return _Target(self._staging_bank, row)
 
     def _publish(self) -> None:
         if self._staging_bank is None:
             return
         with self.store.atomic():
-            replaced = self.store.publish_staging(self._staging_bank, self._bank_for_batch())
+            replaced = self.store.documents.publish_staging(
+                self._staging_bank, self._bank_for_batch()
+            )
         self._staging_bank = None
         self.summary.documents_replaced += len(replaced)
 
@@ -514,7 +519,7 @@ class Retainer:
             return
         try:
             with self.store.atomic():
-                dropped = self.store.discard_staging(self._staging_bank)
+                dropped = self.store.documents.discard_staging(self._staging_bank)
             self.summary.items -= self._staged_items
             # Entities only the staged facts had, and their links, went with them.
             for key in ("facts", "entities", "links"):
@@ -602,11 +607,11 @@ class Retainer:
         # same id with the same words is the same memory, whatever time this run dates it.
         rerun: set[tuple[int, int | None, str, str]] = set()
         for (target_bank, doc_row), group in by_target.items():
-            seen[(target_bank, doc_row)] = store.existing_hashes(
+            seen[(target_bank, doc_row)] = store.facts.existing_hashes(
                 target_bank, doc_row, [p.content_hash for p in group]
             )
             undated = {p.item.source_id for p in group if _undated_with_id(p.item)}
-            for source_id, text, context, fact_type in store.facts_of_sources(
+            for source_id, text, context, fact_type in store.facts.facts_of_sources(
                 target_bank, doc_row, sorted(undated)
             ):
                 rerun.add((target_bank, doc_row, source_id, _timeless(text, context, fact_type)))
@@ -633,12 +638,12 @@ class Retainer:
             hashes.add(p.content_hash)
             chunk_key = (key, p.chunk_index)
             if chunk_key not in chunk_rows:
-                chunk_rows[chunk_key] = store.insert_chunk(
+                chunk_rows[chunk_key] = store.documents.insert_chunk(
                     target.bank_id, target.document_row, p.item.source_id, p.chunks[p.chunk_index]
                 )
             occurred_start = p.span.start if p.span else None
             occurred_end = p.span.end if p.span else None
-            fact_id = store.insert_fact(
+            fact_id = store.facts.insert_fact(
                 bank_id=target.bank_id,
                 text=p.text,
                 context=p.item.context,
@@ -691,7 +696,7 @@ class Retainer:
                     }
                 )
         link_rows.extend(self._semantic_links(bank_id, linked))
-        store.add_links(link_rows)
+        store.links.add_links(link_rows)
         counts["links"] += len(link_rows)
         return counts
 
@@ -712,7 +717,7 @@ class Retainer:
         s = self.settings
         ids = [fid for fid, _ in new_facts]
         vectors = np.stack([np.asarray(vec, dtype=np.float32) for _, vec in new_facts])
-        nearest = self.store.nearest_earlier(
+        nearest = self.store.vectors.nearest_earlier(
             self._link_banks(bank_id),
             ids,
             vectors,
@@ -731,12 +736,14 @@ class Retainer:
         process has committed since: a forget or a bank's deletion may have removed them,
         and the next batch failed on them with "FOREIGN KEY constraint failed". Called with
         the write lock held, so nothing changes again before the batch commits."""
-        version = self.store.data_version()
-        if version == self._data_version:
+        version = self.store.change_token()
+        if version == self._change_token:
             return
-        self._data_version = version
+        self._change_token = version
         self._entity_cache.clear()
-        if self._last_fact_id is not None and not self.store.facts_by_id([self._last_fact_id]):
+        if self._last_fact_id is not None and not self.store.facts.facts_by_id(
+            [self._last_fact_id]
+        ):
             self._last_fact_id = None
 
     def _link_entities(self, bank_id: int, fact_id: int, names: list[str], seen: datetime) -> int:
@@ -751,21 +758,21 @@ class Retainer:
             if entity_id is None:
                 entity_id = self._resolve(bank_id, name, set(resolved), seen)
             if entity_id is None:
-                entity_id = store.insert_entity(
+                entity_id = store.entities.insert_entity(
                     bank_id, name, seen, entity_mod.candidate_keys(name)
                 )
                 created += 1
             elif key not in self._entity_cache:
-                store.add_entity_alias(entity_id, name, entity_mod.candidate_keys(name))
+                store.entities.add_entity_alias(entity_id, name, entity_mod.candidate_keys(name))
             self._entity_cache[key] = entity_id
             if entity_id in resolved:
                 continue
             resolved.append(entity_id)
-            store.mention_entity(fact_id, entity_id, seen)
+            store.entities.mention_entity(fact_id, entity_id, seen)
         return created
 
     def _resolve(self, bank_id: int, name: str, context_ids: set[int], now: datetime) -> int | None:
-        rows = self.store.entity_candidates(bank_id, entity_mod.candidate_keys(name))
+        rows = self.store.entities.entity_candidates(bank_id, entity_mod.candidate_keys(name))
         if not rows:
             return None
         # The common case, a name seen before, needs no scoring.
@@ -781,7 +788,7 @@ class Retainer:
                 last_seen=last_seen,
                 # Co-occurrence over the entity's latest facts only: bounded for hub entities.
                 # It counts only against the fact's other entities: none yet, none needed.
-                cooccurring=self.store.cooccurring_entities(eid) if context_ids else set(),
+                cooccurring=self.store.entities.cooccurring_entities(eid) if context_ids else set(),
             )
             for eid, ename, aliases, last_seen in rows
         ]

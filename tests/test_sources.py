@@ -178,11 +178,11 @@ def test_reembedding_rebuilds_a_sections_embedding(db_path, tmp_path):
     note.write_text(NOTE)
     ok(mem(db_path, "retain", "--file", str(note)))
     with Store(db_path) as s:
-        ids = s.fact_ids_of_bank(s.require_bank("default"))
-        before = s.vectors_for(ids)
+        ids = s.facts.fact_ids_of_bank(s.banks.require_bank("default"))
+        before = s.vectors.vectors_for(ids)
     ok(mem(db_path, "reembed", "--embedder", "all-MiniLM-L6-v2"))
     with Store(db_path) as s:
-        after = s.vectors_for(ids)
+        after = s.vectors.vectors_for(ids)
     assert all(float(np.dot(before[i], after[i])) > 0.9999 for i in ids)
 
 

@@ -136,9 +136,9 @@ def split_by_change(
 ) -> tuple[list[SourceDocument], list[SourceDocument], list[SourceDocument]]:
     """(new, changed, unchanged): a document is unchanged when the bank holds it from the
     same source hash (and, for a sync, from the same root)."""
-    bank_id = store.bank_id(bank)
+    bank_id = store.banks.bank_id(bank)
     ids = [d.document_id for d in docs if d.document_id is not None]
-    known = store.document_sources(bank_id, ids) if bank_id is not None and ids else {}
+    known = store.sources.document_sources(bank_id, ids) if bank_id is not None and ids else {}
     new, changed, same = [], [], []
     for doc in docs:
         live = known.get(doc.document_id) if doc.document_id is not None else None

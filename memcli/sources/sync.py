@@ -258,11 +258,11 @@ def plan_sync(
     plan = SyncPlan(root=root, key=key, globs=list(globs), allow_empty=allow_empty)
     files, unreadable = scan(Path(key), matcher, skip)
     plan.matched = len(files)
-    bank_id = store.bank_id(bank) if store is not None else None
+    bank_id = store.banks.bank_id(bank) if store is not None else None
     ours, live = {}, {}
     if store is not None and bank_id is not None:
-        ours = store.synced_documents(bank_id, key)
-        live = store.document_sources(bank_id, list(files)) if files else {}
+        ours = store.sources.synced_documents(bank_id, key)
+        live = store.sources.document_sources(bank_id, list(files)) if files else {}
     for rel in sorted(files):
         path = files[rel]
         problem = label_problem(rel)
@@ -337,11 +337,11 @@ def run_sync(
     then retain the new and changed files' documents in groups (documents.py)."""
     report = SyncReport(plan=plan)
     if plan.forget:
-        bank_id = store.bank_id(bank)
+        bank_id = store.banks.bank_id(bank)
         if bank_id is not None:
             with store.atomic():
                 rows = {row: rel for rel, row in plan.forget.items()}
-                store.forget_documents(bank_id, list(rows), plan.key)
+                store.sources.forget_documents(bank_id, list(rows), plan.key)
             report.forgotten = sorted(plan.forget)
     docs = [*plan.add, *plan.replace]
     if docs:

@@ -14,7 +14,7 @@ import apsw
 import numpy as np
 
 from memcli.store.types import content_hash, parse_iso
-from memcli.store.vectors import HALF, sign_bits, vector_table_sql
+from memcli.store.vector_format import HALF, sign_bits, vector_table_sql
 
 # "mem" + schema family 1: set on every file mem creates, so a foreign SQLite file that
 # happens to have a user_version is never mistaken for a store.
@@ -237,7 +237,7 @@ def _v6(conn: apsw.Connection) -> None:
     """6: each fact keeps the token count of its printed block after the date
     (blocks.block_tail), so recall fits its budget without loading the tokenizer (~0.15 s
     of a cold recall). Counted here for the facts already stored."""
-    from memcli.blocks import tail_tokens  # blocks needs the store's types: import at use
+    from memcli.blocks import tail_tokens  # only an upgrade from schema 5 counts tokens
 
     conn.execute("ALTER TABLE facts ADD COLUMN tail_tokens INTEGER")
     rows = conn.execute("SELECT id, context, text FROM facts").fetchall()

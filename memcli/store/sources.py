@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memcli.store.types import batched, marks
+
+if TYPE_CHECKING:
+    from memcli.store.core import StoreCore
+    from memcli.store.documents import DocumentsPart
+    from memcli.store.facts import FactsPart
 
 
 @dataclass(frozen=True)
@@ -29,13 +34,19 @@ class DocumentSource:
 SOURCES_VERSION = 9
 
 
-class SourcesMixin:
-    conn: Any
+class SourcesPart:
+    """store.sources: where each document came from (a file's hash, a synced folder)."""
+
+    def __init__(self, core: StoreCore, documents: DocumentsPart, facts: FactsPart) -> None:
+        self.core = core
+        self.conn = core.conn
+        self.documents = documents
+        self.facts = facts
 
     def _knows_sources(self) -> bool:
         """False for a file opened read-only at an older schema (`--dry-run`, which does not
         upgrade it): none of its documents has a known source yet."""
-        return getattr(self, "version_at_open", SOURCES_VERSION) >= SOURCES_VERSION
+        return self.core.version_at_open >= SOURCES_VERSION
 
     def set_document_source(
         self, document_row: int, source_hash: str | None, sync_root: str | None
@@ -84,9 +95,9 @@ class SourcesMixin:
             ).fetchone()
             if owned is None:
                 continue
-            fact_ids = self.document_fact_ids(row)  # type: ignore[attr-defined]
+            fact_ids = self.documents.document_fact_ids(row)
             # A correction the document held goes with it: what it closed is valid again.
-            self.reopen_superseded(fact_ids)  # type: ignore[attr-defined]
-            self.delete_document(row)  # type: ignore[attr-defined]
+            self.facts.reopen_superseded(fact_ids)
+            self.documents.delete_document(row)
             gone += 1
         return gone
