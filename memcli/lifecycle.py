@@ -27,7 +27,7 @@ from typing import Any
 
 from memcli.display import has_visible_text
 from memcli.errors import MemError
-from memcli.store import Fact, StoreError, iso
+from memcli.store import Fact, iso
 from memcli.store.protocol import StoreProtocol
 
 # Facts embedded (and committed) per re-embedding batch: small enough that Ctrl-C loses
@@ -653,30 +653,6 @@ def _still_ours(store: StoreProtocol, bank_id: int, wanted: dict[str, Any]) -> N
     raise LifecycleError(
         f"a re-embedding with {state.get('embedder')} started meanwhile in another process; "
         "this one stopped (the bank keeps its vectors until one of them finishes)"
-    )
-
-
-def check_query_embedder(store: StoreProtocol, bank_id: int, embedder: Any) -> None:
-    """Raise StoreError when the bank's vectors come from another model than the one that
-    would embed the query (cosines between two models' vectors mean nothing)."""
-    from memcli.store.vectors import same_model_name
-
-    have_name, have_fp = store.vectors.bank_embedder(bank_id)
-    name = getattr(embedder, "name", None) or "?"
-    fingerprint = getattr(embedder, "fingerprint", None)
-    if have_fp is not None and fingerprint is not None:
-        same = have_fp == fingerprint
-    else:
-        same = have_name is None or same_model_name(have_name, name)
-    if same or not store.vectors.bank_has_vectors(bank_id):
-        return
-    bank = store.banks.bank_row(bank_id)["name"]
-    theirs = f"{have_name} ({have_fp[:12]})" if have_fp else f"{have_name}"
-    ours = f"{name} ({fingerprint[:12]})" if fingerprint else name
-    raise StoreError(
-        f"bank {bank!r} was embedded with {theirs} but the query would be embedded with "
-        f"{ours}: give the bank's model as the {{embedder}}, or re-embed the bank with "
-        f"{name} (`mem --bank {bank} reembed`)"
     )
 
 

@@ -142,7 +142,7 @@ def test_a_reply_is_indexed_with_what_it_answers(store, remember):
     # What each fact is indexed (and embedded) with: its lead-in, the words said before it.
     bank = store.banks.require_bank("default")
     lead_ins = {
-        text: lead for _, text, _, _, _, lead, _ in store.reembed.embedding_inputs(bank, -1, 10)
+        text: lead for _, text, _, _, _, lead, _, _ in store.reembed.embedding_inputs(bank, -1, 10)
     }
     assert [text for text, lead in lead_ins.items() if "hiking" in lead] == [
         "Up Ben Nevis, in the fog!"

@@ -278,8 +278,6 @@ def _recall_once(
                 embedder() if callable(embedder) and not hasattr(embedder, "embed") else embedder
             )
             # Vectors of another model than the query's would rank by noise (one-line error).
-            from memcli.lifecycle import check_query_embedder
-
             check_query_embedder(store, bank_id, model)
             # A query is embedded with the model's query rules (e5: "query: "), stored text
             # with its passage rules; a plain embed() callable has only the one.
@@ -515,3 +513,27 @@ def _chunks(store: StoreProtocol, results, options: RecallOptions) -> list[dict]
     return [
         {"chunk_id": i, "text": t, "tokens": tokens.count_tokens(t)} for i, t in zip(ids, fitted)
     ]
+
+
+def check_query_embedder(store: StoreProtocol, bank_id: int, embedder: Any) -> None:
+    """Raise StoreError when the bank's vectors come from another model than the one that
+    would embed the query (cosines between two models' vectors mean nothing)."""
+    from memcli.store.vectors import same_model_name
+
+    have_name, have_fp = store.vectors.bank_embedder(bank_id)
+    name = getattr(embedder, "name", None) or "?"
+    fingerprint = getattr(embedder, "fingerprint", None)
+    if have_fp is not None and fingerprint is not None:
+        same = have_fp == fingerprint
+    else:
+        same = have_name is None or same_model_name(have_name, name)
+    if same or not store.vectors.bank_has_vectors(bank_id):
+        return
+    bank = store.banks.bank_row(bank_id)["name"]
+    theirs = f"{have_name} ({have_fp[:12]})" if have_fp else f"{have_name}"
+    ours = f"{name} ({fingerprint[:12]})" if fingerprint else name
+    raise StoreError(
+        f"bank {bank!r} was embedded with {theirs} but the query would be embedded with "
+        f"{ours}: give the bank's model as the {{embedder}}, or re-embed the bank with "
+        f"{name} (`mem --bank {bank} reembed`)"
+    )
