@@ -27,6 +27,7 @@ ARM_NAMES = ("semantic", "keyword", "graph", "temporal")
 class BenchFormat(str, Enum):
     locomo = "locomo"
     longmemeval = "longmemeval"
+    lme = "lme"
     jsonl = "jsonl"
 
 
@@ -34,7 +35,8 @@ def _guess_format(path: Path) -> str | None:
     """Infer the format from the file name so the common datasets need no --format."""
     name = path.name.lower()
     if name.endswith(".jsonl"):
-        return "jsonl"
+        # LongMemEval with one question a line (the S dev sample) is lme; else generic.
+        return "lme" if "longmemeval" in name else "jsonl"
     if "longmemeval" in name:
         return "longmemeval"
     if "locomo" in name:
@@ -203,6 +205,13 @@ def bench(
         bool,
         typer.Option(help="Exit 1 when the dataset is missing or no question could be scored."),
     ] = False,
+    vector_cache: Annotated[
+        bool,
+        typer.Option(
+            help="Keep the benchmark's vectors on disk (user cache folder, keyed by model and "
+            "text), so a repeated run embeds only new text."
+        ),
+    ] = True,
 ) -> None:
     """Benchmark recall on a dataset: where gold evidence is lost (retrieval, ranking, budget).
 
@@ -213,6 +222,10 @@ def bench(
     LoCoMo: category 5 and gold-less questions skipped; asked at the last session's date.
 
     LongMemEval: user turns only, abstentions skipped, item- and session-level scores.
+
+    lme (LongMemEval S, one question a line): a store per question, each session a document,
+    session-level scores per question type beside the raw floor (one MiniLM vector per
+    session, cosine only); abstention questions are asked for the relevance floor only.
     """
     if not dataset.exists():
         message = f"mem bench: skip: dataset not found: {dataset}"
@@ -266,12 +279,15 @@ def bench(
     try:
         cases = iter_dataset(dataset, fmt_name)
         total: int | None = None
-        if fmt_name != "longmemeval":
+        if fmt_name not in ("longmemeval", "lme"):
             # Formats read whole anyway: count what will be asked, so the bar has an end.
             cases = list(cases)
             total = planned_questions(cases, options)
         elif limit is not None:
             total = limit
+        elif fmt_name == "lme":
+            with dataset.open("rb") as fh:  # one question a line: the bar's end is cheap
+                total = sum(1 for line in fh if line.strip())
     except (OSError, ValueError) as exc:
         message = str(exc)
         # The readers name the file themselves (for errors found midway through a stream).
@@ -287,6 +303,13 @@ def bench(
             # As retain chooses for a new bank: the embedder the dataset's text suits.
             spec = for_texts(item.text for case in cases for item in case.items).spec
         embedder = load_embedder(spec)
+        # The protocol's floor is MiniLM's whatever the pipeline embeds with.
+        floor_embedder = load_embedder("minilm") if options.wants_raw_floor() else None
+        if vector_cache:
+            from memcli.bench.vector_cache import cached
+
+            embedder = cached(embedder)
+            floor_embedder = cached(floor_embedder) if floor_embedder is not None else None
         cross = None
         if reranker_path:
             from memcli.models.reranker import load_reranker
@@ -302,7 +325,12 @@ def bench(
     os.environ["TZ"] = "UTC"
     try:
         summary = run_bench(
-            cases, options, embedder=embedder, reranker=cross, progress=_Progress(total)
+            cases,
+            options,
+            embedder=embedder,
+            reranker=cross,
+            progress=_Progress(total),
+            floor_embedder=floor_embedder,
         )
     except RecallError as exc:
         fail(str(exc), 2)

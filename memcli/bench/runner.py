@@ -51,6 +51,7 @@ from memcli.fts import CJK_TERM_MODES
 from memcli.recall import ARMS, RecallError, RecallOptions, RecallResult, recall
 from memcli.recall.fusion import FUSION_METHODS
 from memcli.recall.rerank import SYNTHETIC_MODES
+from memcli.recall.types import Candidate
 from memcli.retain import Retainer, RetainItem
 from memcli.settings import RecallSettings
 from memcli.store import Store
@@ -75,6 +76,7 @@ BANK = "bench"
 DEFAULT_KS: dict[str, tuple[int, ...]] = {
     "locomo": (1, 5, 10, 20, 50),
     "longmemeval": (1, 3, 5, 10, 30, 50),
+    "lme": (1, 5, 10, 50),
     "jsonl": (1, 5, 10, 20, 50),
 }
 
@@ -86,6 +88,7 @@ LOSS_CLASSES = ("never_candidate", "ranked_out", "budget_cut", "hit")
 NOW_RULES = {
     "locomo": "last-session",
     "longmemeval": "question_date",
+    "lme": "question_date",
     "jsonl": "question-now-else-latest-item",
 }
 
@@ -107,6 +110,10 @@ class BenchOptions:
     so ``--limit 20`` on LoCoMo retains one conversation. In LongMemEval a case is a question.
     ``session_level`` None means "score sessions too when the format is LongMemEval".
     ``settings`` overrides fields of :class:`~memcli.settings.RecallSettings` by name.
+    Unanswerable questions (LoCoMo category 5, LongMemEval ``_abs``) are never in the recall
+    scores; with ``ask_unanswerable`` they are asked all the same, and their rows say what
+    recall returned, for the relevance floor. ``raw_floor`` (None: for ``lme``) scores,
+    beside the pipeline, one vector per session of its joined items, ranked by cosine alone.
     """
 
     dataset: str = ""
@@ -123,8 +130,10 @@ class BenchOptions:
     loss_k: int = 10
     top_n: int = 20
     session_level: bool | None = None
-    # LoCoMo category 5 is adversarial: its "evidence" does not answer the question.
+    # Categories never asked (besides the unanswerable questions, which are never scored).
     skip_categories: tuple[str, ...] = field(default_factory=tuple)
+    ask_unanswerable: bool = True
+    raw_floor: bool | None = None
     embed_cache_size: int = 500_000
     # RecallSettings fields to override for an ablation (e.g. {"fusion": "rrf"}); recorded in
     # the report so a row can be re-run exactly.
@@ -134,13 +143,18 @@ class BenchOptions:
         """Session-level scores are LongMemEval's protocol; elsewhere they only add noise."""
         if self.session_level is not None:
             return self.session_level
-        return self.format == "longmemeval"
+        return self.format in ("longmemeval", "lme")
+
+    def wants_raw_floor(self) -> bool:
+        """The raw session floor: part of the LongMemEval S protocol (lme) unless asked."""
+        if self.raw_floor is not None:
+            return self.raw_floor
+        return self.format == "lme"
 
     def skipped_categories(self) -> tuple[str, ...]:
-        """Categories never scored: the explicit list if given, else LoCoMo's category 5."""
-        if self.skip_categories:
-            return self.skip_categories
-        return ("5",) if self.format == "locomo" else ()
+        """Categories never asked: the explicit list (unanswerable questions are never
+        scored whatever it says)."""
+        return self.skip_categories
 
 
 @dataclass
@@ -296,6 +310,8 @@ def _skip_reason(question: BenchQuestion, options: BenchOptions) -> str | None:
         return "category-filter"
     if question.category in options.skipped_categories():
         return f"category-{question.category}"
+    if question.unanswerable:
+        return None if options.ask_unanswerable else "unanswerable"
     if question.gold_ids:
         return None
     if options.wants_sessions() and question.gold_sessions:
@@ -347,6 +363,35 @@ def _arm_metrics(
     return out
 
 
+def _candidate_signals(candidate: Candidate) -> dict[str, Any]:
+    """What a floor could be calibrated on, for one candidate: its scores at every stage."""
+    relevance = getattr(candidate, "relevance", None)
+    return {
+        "fact_id": candidate.fact_id,
+        "final": round(candidate.final, 6),
+        "fused": round(candidate.fused, 6),
+        "arm_scores": {name: round(v, 6) for name, v in candidate.arm_scores.items()},
+        "relevance": None if relevance is None else round(relevance, 6),
+    }
+
+
+def result_floor(result: RecallResult) -> dict[str, Any]:
+    """The relevance floor a recall applied and whether anything passed it (None when the
+    pipeline has no floor)."""
+    return {"floor": getattr(result, "floor", None), "passed": getattr(result, "passed", None)}
+
+
+def _best_gold(
+    result: RecallResult, source_of: dict[int, str | None], is_gold: Callable[[str], bool]
+) -> dict[str, Any] | None:
+    """The signals of the best-ranked candidate that is gold, with its final rank."""
+    for rank, cand in enumerate(result.ranked, start=1):
+        source = source_of.get(cand.fact_id)
+        if source is not None and is_gold(source):
+            return {"rank": rank, **_candidate_signals(cand)}
+    return None
+
+
 class _Scorer:
     """Turns recall results into aggregated metrics, loss tallies and per-question rows."""
 
@@ -354,13 +399,53 @@ class _Scorer:
         self.options = options
         self.agg = Aggregator(options.ks)
         self.rows: list[dict[str, Any]] = []
-        self.losses = dict.fromkeys(LOSS_CLASSES, 0)
-        self.category_losses: dict[str, dict[str, int]] = {}
+        # Gold per loss class at loss_k, by level ("item", "session"): overall and per category.
+        self.level_losses: dict[str, dict[str, int]] = {}
+        self.level_category_losses: dict[str, dict[str, dict[str, int]]] = {}
 
-    def _tally(self, category: str, loss: str) -> None:
-        self.losses[loss] += 1
-        bucket = self.category_losses.setdefault(category, dict.fromkeys(LOSS_CLASSES, 0))
+    @property
+    def losses(self) -> dict[str, int]:
+        return self.level_losses.get("item", dict.fromkeys(LOSS_CLASSES, 0))
+
+    @property
+    def category_losses(self) -> dict[str, dict[str, int]]:
+        return self.level_category_losses.get("item", {})
+
+    def _tally(self, category: str, loss: str, level: str = "item") -> None:
+        totals = self.level_losses.setdefault(level, dict.fromkeys(LOSS_CLASSES, 0))
+        totals[loss] += 1
+        per_category = self.level_category_losses.setdefault(level, {})
+        bucket = per_category.setdefault(category, dict.fromkeys(LOSS_CLASSES, 0))
         bucket[loss] += 1
+
+    def unanswerable(self, case: BenchCase, question: BenchQuestion, result: RecallResult) -> None:
+        """A question nothing answers: never in the recall scores; its row says what recall
+        gave back (how many results, the best one's scores) for the relevance floor."""
+        self.agg.count("asked:unanswerable")
+        top = result.ranked[0] if result.ranked else None
+        self.rows.append(
+            {
+                "id": question.id,
+                "case": case.id,
+                "category": question.category,
+                "query": question.query,
+                "unanswerable": True,
+                "kept_facts": len(result.results),
+                "top": _candidate_signals(top) if top is not None else None,
+                **{k: v for k, v in result_floor(result).items()},
+            }
+        )
+        for phase, seconds in result.timings.items():
+            self.agg.add_latency(_PHASE_NAMES.get(phase, phase), seconds * 1000.0)
+
+    def raw_floor(self, question: BenchQuestion, ranked_sessions: list[str]) -> None:
+        """The raw floor's session ranking for one answerable question (level "raw-floor")."""
+        gold_s = set(question.gold_sessions)
+        if not gold_s:
+            return
+        metrics = question_metrics(ranked_sessions, gold_s, self.options.ks)
+        self.agg.add(metrics, question.category, level="raw-floor")
+        self.agg.count("scored:raw-floor")
 
     def skip(
         self, case: BenchCase, question: BenchQuestion, reason: str, detail: str | None = None
@@ -413,7 +498,15 @@ class _Scorer:
             "kept_facts": len(result.results),
             "tokens": result.total_tokens,
             "candidates": len(candidates),
+            "top": _candidate_signals(result.ranked[0]) if result.ranked else None,
+            **result_floor(result),
         }
+        if question.gold_ids:
+            row["gold_top"] = _best_gold(result, source_of, question.gold_ids.__contains__)
+        if question.gold_sessions:
+            row["gold_session_top"] = _best_gold(
+                result, source_of, lambda s: session_of.get(s) in question.gold_sessions
+            )
         if question.gold_ids:
             gold = set(question.gold_ids)
             texts = [c.fact.text for c in result.results if c.fact is not None]
@@ -468,6 +561,12 @@ class _Scorer:
             metrics_s = question_metrics(ranked_s, gold_s, ks, candidates=cands_s, kept=kept_s)
             self.agg.add(metrics_s, category, level="session")
             self.agg.count("scored:session")
+            top_s = ranked_s[: opts.loss_k]
+            kept_s_set = set(kept_s)
+            loss_s = {g: _loss_class(g, cands_s, top_s, kept_s_set) for g in sorted(gold_s)}
+            for g in sorted(gold_s):
+                self._tally(category, loss_s[g], level="session")
+            row["session_loss"] = loss_s
             arm_lists_s = {arm: map_ranked(ids, session_of) for arm, ids in arm_lists.items()}
             for arm, values in _arm_metrics(arm_lists_s, gold_s, ks).items():
                 self.agg.add_arm(arm, values, level="session")
@@ -504,8 +603,13 @@ def run_bench(
     embedder: Any,
     reranker: Any | None = None,
     progress: Callable[[BenchProgress], None] | None = None,
+    floor_embedder: Any | None = None,
 ) -> dict[str, Any]:
     """Retain each case into a fresh store, ask its questions, and return the report summary.
+
+    ``floor_embedder`` embeds the raw floor's sessions (options.wants_raw_floor(); the
+    protocol's floor is MiniLM's, whatever the pipeline's embedder): one vector per session of
+    its items' texts joined, ranked by cosine to the query, scored at level "raw-floor".
 
     The result is :meth:`Aggregator.summary` (shape in :mod:`memcli.bench.report`) plus
     ``"losses"`` (gold items per loss class at ``loss_k``, overall and per category) and
@@ -530,6 +634,8 @@ def run_bench(
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).replace(microsecond=0)
     model = CachingEmbedder(embedder, options.embed_cache_size)
+    if options.wants_raw_floor() and floor_embedder is None:
+        raise ValueError("the raw floor needs an embedder (floor_embedder)")
     scorer = _Scorer(options)
     agg = scorer.agg
     asked = 0
@@ -574,7 +680,11 @@ def run_bench(
                 summary = Retainer(store, BANK, model, now=case_now).retain(
                     [
                         RetainItem(
-                            text=i.text, source_id=i.id, timestamp=i.timestamp, context=i.context
+                            text=i.text,
+                            source_id=i.id,
+                            timestamp=i.timestamp,
+                            context=i.context,
+                            document_id=i.document_id,
                         )
                         for i in items
                     ]
@@ -590,6 +700,9 @@ def run_bench(
                 if summary.items:
                     agg.add_latency("retain/item", summary.seconds * 1000.0 / summary.items)
                 source_of = store.source_ids(store.require_bank(BANK))
+                floor_rank = (
+                    _raw_floor_ranker(items, floor_embedder) if options.wants_raw_floor() else None
+                )
                 for question in selected:
                     opts = RecallOptions(**{**asdict(base), "now": question.now or case_now})
                     try:
@@ -606,7 +719,12 @@ def run_bench(
                         scorer.skip(case, question, "recall-error", str(exc))
                         continue
                     asked += 1
-                    scorer.score(case, question, result, source_of, session_of)
+                    if question.unanswerable:
+                        scorer.unanswerable(case, question, result)
+                    else:
+                        scorer.score(case, question, result, source_of, session_of)
+                        if floor_rank is not None:
+                            scorer.raw_floor(question, floor_rank(question.query))
                     report("recall", case.id)
             finally:
                 store.close()
@@ -641,8 +759,40 @@ def run_bench(
             for name in sorted(scorer.category_losses, key=_category_order)
         },
     }
+    if "session" in scorer.level_losses:
+        per_category = scorer.level_category_losses["session"]
+        summary["session_losses"] = {
+            "k": options.loss_k,
+            "overall": scorer.level_losses["session"],
+            "categories": {
+                name: per_category[name] for name in sorted(per_category, key=_category_order)
+            },
+        }
     summary["questions"] = scorer.rows
     return summary
+
+
+def _raw_floor_ranker(items: Sequence[Any], floor_embedder: Any) -> Callable[[str], list[str]]:
+    """The raw floor for one case: one vector per session of its items' texts joined by
+    newlines (the embedder truncates a long session to its own limit, as any single-vector
+    baseline does), and a function that ranks the sessions by cosine to a query."""
+    texts: dict[str, list[str]] = {}
+    for item in items:
+        if item.session_id is not None:
+            texts.setdefault(item.session_id, []).append(item.text)
+    sessions = list(texts)
+    if not sessions:
+        return lambda query: []
+    vectors = np.asarray(floor_embedder.embed(["\n".join(texts[s]) for s in sessions]))
+    embed_query = getattr(floor_embedder, "embed_query", None)
+
+    def rank(query: str) -> list[str]:
+        vec = embed_query(query) if embed_query else floor_embedder.embed([query])[0]
+        cosines = vectors @ np.asarray(vec, dtype=np.float32)
+        order = sorted(range(len(sessions)), key=lambda i: (-float(cosines[i]), i))
+        return [sessions[i] for i in order]
+
+    return rank
 
 
 def _options_meta(options: BenchOptions) -> dict[str, Any]:
@@ -655,6 +805,7 @@ def _options_meta(options: BenchOptions) -> dict[str, Any]:
     out["categories"] = list(options.categories) if options.categories else None
     out["skip_categories"] = list(options.skipped_categories())
     out["session_level"] = options.wants_sessions()
+    out["raw_floor"] = options.wants_raw_floor()
     return out
 
 
