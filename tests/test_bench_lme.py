@@ -236,3 +236,26 @@ def test_disk_vector_cache_serves_the_same_vectors_without_embedding(embedder, t
 
     with pytest.raises(ValueError, match="fingerprint"):
         DiskVectorCache(Anonymous(), tmp_path)
+
+
+def test_kept_stores_are_reused_with_the_same_scores(lme_file: Path, embedder, tmp_path: Path):
+    """--stores: a second run retains nothing and scores the same; other data, a new store."""
+    options = BenchOptions(dataset=str(lme_file), format="lme", ks=(1, 5), stores=str(tmp_path))
+
+    def run() -> dict:
+        cases = iter_dataset(lme_file, "lme")
+        return run_bench(cases, options, embedder=embedder, floor_embedder=embedder)
+
+    first, second = run(), run()
+    assert "cases:reused" not in first["counts"] and second["counts"]["cases:reused"] == 4
+    assert "retain" not in second["latency_ms"]
+    assert first["levels"]["session"] == second["levels"]["session"]
+    assert len(list(tmp_path.glob("*.db"))) == 4
+    changed = [json.loads(line) for line in lme_file.read_text().splitlines()]
+    changed[0]["haystack_sessions"][0][0]["content"] = "Something else entirely."
+    other = tmp_path / "longmemeval-changed.jsonl"
+    other.write_text("\n".join(json.dumps(r) for r in changed) + "\n")
+    third = run_bench(
+        iter_dataset(other, "lme"), options, embedder=embedder, floor_embedder=embedder
+    )
+    assert third["counts"]["cases:reused"] == 3

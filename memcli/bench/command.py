@@ -205,6 +205,15 @@ def bench(
         bool,
         typer.Option(help="Exit 1 when the dataset is missing or no question could be scored."),
     ] = False,
+    stores: Annotated[
+        Path | None,
+        typer.Option(
+            "--stores",
+            help="Keep each case's store in this folder and reuse it in later runs (for "
+            "recall-only ablations). Another embedder, schema, version, retain settings or "
+            "data makes a new one; clear the folder after changing retain code.",
+        ),
+    ] = None,
     vector_cache: Annotated[
         bool,
         typer.Option(
@@ -271,6 +280,7 @@ def bench(
         boosts=not no_boosts,
         reranker=reranker_path,
         settings=overrides,
+        stores=str(stores) if stores is not None else None,
     )
     if out is not None and (not out.name or str(out) == "-" or out.is_dir()):
         # Found now, not after a run of minutes: the report needs a file to go to (the

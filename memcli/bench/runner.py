@@ -135,6 +135,9 @@ class BenchOptions:
     ask_unanswerable: bool = True
     raw_floor: bool | None = None
     embed_cache_size: int = 500_000
+    # Keep each case's store in this folder and use it again in a later run (a recall-only
+    # ablation then retains nothing); None: a temporary store per case, deleted after it.
+    stores: str | None = None
     # RecallSettings fields to override for an ablation (e.g. {"fusion": "rrf"}); recorded in
     # the report so a row can be re-run exactly.
     settings: dict[str, Any] = field(default_factory=dict)
@@ -587,6 +590,43 @@ class _Scorer:
 # --------------------------------------------------------------------------------------------
 
 
+def _kept_store_path(
+    folder: Path, options: BenchOptions, index: int, case: BenchCase, embedder: Any
+) -> Path:
+    """Where a case's store is kept with ``stores``: named by the format, the case and what
+    made its content (the embedder's fingerprint, mem's version and schema, the retain
+    settings and the items), so a store made otherwise is never reused."""
+    import hashlib
+
+    from memcli.settings import RetainSettings
+    from memcli.store import SCHEMA_VERSION
+
+    made_by = [
+        options.format,
+        case.id,
+        getattr(embedder, "fingerprint", None) or getattr(embedder, "name", ""),
+        __version__,
+        str(SCHEMA_VERSION),
+        repr(RetainSettings()),
+        *(f"{i.id}\0{i.text}\0{i.timestamp}\0{i.context}\0{i.document_id}" for i in case.items),
+    ]
+    digest = hashlib.sha256("\n".join(map(str, made_by)).encode("utf-8", "replace")).hexdigest()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{options.format}-{index:04d}-{digest[:20]}.db"
+
+
+def _kept_store_ready(path: Path) -> bool:
+    """Whether a kept store was retained to its end (else it is made again from nothing)."""
+    if Path(f"{path}.done").exists() and path.exists():
+        return True
+    _remove_db(path)
+    return False
+
+
+def _kept_store_done(path: Path) -> None:
+    Path(f"{path}.done").write_text("retained\n")
+
+
 def _remove_db(path: Path) -> None:
     """Delete a case's database and its WAL side files as soon as the case is done."""
     for suffix in ("", "-wal", "-shm", "-journal"):
@@ -674,31 +714,42 @@ def run_bench(
             case_now = _case_now(case)
             session_of = {i.id: i.session_id for i in case.items}
             db_path = Path(tmp) / f"case-{index}.db"
+            reused = False
+            if options.stores:
+                db_path = _kept_store_path(Path(options.stores), options, index, case, embedder)
+                reused = _kept_store_ready(db_path)
             report("retain", case.id)
             store = Store(db_path)
             try:
-                summary = Retainer(store, BANK, model, now=case_now).retain(
-                    [
-                        RetainItem(
-                            text=i.text,
-                            source_id=i.id,
-                            timestamp=i.timestamp,
-                            context=i.context,
-                            document_id=i.document_id,
-                        )
-                        for i in items
-                    ]
-                )
-                if summary.interrupted:
-                    raise KeyboardInterrupt
+                if reused:
+                    agg.count("cases:reused")
+                    summary = None
+                else:
+                    summary = Retainer(store, BANK, model, now=case_now).retain(
+                        [
+                            RetainItem(
+                                text=i.text,
+                                source_id=i.id,
+                                timestamp=i.timestamp,
+                                context=i.context,
+                                document_id=i.document_id,
+                            )
+                            for i in items
+                        ]
+                    )
                 agg.count("cases")
-                agg.count("items", summary.items)
-                agg.count("facts", summary.facts)
-                if summary.duplicates:
-                    agg.count("retain:duplicates", summary.duplicates)
-                agg.add_latency("retain", summary.seconds * 1000.0)
-                if summary.items:
-                    agg.add_latency("retain/item", summary.seconds * 1000.0 / summary.items)
+                if summary is not None:
+                    if summary.interrupted:
+                        raise KeyboardInterrupt
+                    agg.count("items", summary.items)
+                    agg.count("facts", summary.facts)
+                    if summary.duplicates:
+                        agg.count("retain:duplicates", summary.duplicates)
+                    agg.add_latency("retain", summary.seconds * 1000.0)
+                    if summary.items:
+                        agg.add_latency("retain/item", summary.seconds * 1000.0 / summary.items)
+                    if options.stores:
+                        _kept_store_done(db_path)
                 source_of = store.source_ids(store.require_bank(BANK))
                 floor_rank = (
                     _raw_floor_ranker(items, floor_embedder) if options.wants_raw_floor() else None
@@ -728,7 +779,8 @@ def run_bench(
                     report("recall", case.id)
             finally:
                 store.close()
-                _remove_db(db_path)
+                if not options.stores:
+                    _remove_db(db_path)
             cases_done += 1
     report("done", "")
     seconds = time.perf_counter() - started
@@ -798,7 +850,7 @@ def _raw_floor_ranker(items: Sequence[Any], floor_embedder: Any) -> Callable[[st
 def _options_meta(options: BenchOptions) -> dict[str, Any]:
     """The options that change numbers (dataset/format are already top-level meta)."""
     out = asdict(options)
-    for key in ("dataset", "format", "top_n", "embed_cache_size"):
+    for key in ("dataset", "format", "top_n", "embed_cache_size", "stores"):
         out.pop(key, None)
     out["ks"] = list(options.ks)
     out["arms"] = list(options.arms)
