@@ -373,7 +373,7 @@ def _preload_query_embedder(flag: str | None, arms: str | None) -> None:
     preload_embedder(configured("embedder", flag) or DEFAULT_NAME)
 
 
-VECTOR_ARMS = {"semantic", "graph", "temporal"}
+VECTOR_ARMS = {"semantic", "graph", "temporal", "document"}
 
 
 @app.command()

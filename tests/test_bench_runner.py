@@ -102,7 +102,13 @@ def test_summary_shape_and_counts(full):
     assert set(full) >= {"meta", "ks", "counts", "levels", "latency_ms", "losses", "questions"}
     assert full["ks"] == list(KS)
     assert full["meta"]["format"] == "jsonl"
-    assert full["meta"]["options"]["arms"] == ["semantic", "keyword", "graph", "temporal"]
+    assert full["meta"]["options"]["arms"] == [
+        "semantic",
+        "keyword",
+        "graph",
+        "temporal",
+        "document",
+    ]
     counts = full["counts"]
     assert counts["scored:item"] == 4
     assert counts["skipped:no-gold"] == 1

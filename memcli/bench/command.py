@@ -21,7 +21,7 @@ from memcli.cliutil import Budget, fail
 
 __all__ = ["BenchFormat", "bench"]
 
-ARM_NAMES = ("semantic", "keyword", "graph", "temporal")
+ARM_NAMES = ("semantic", "keyword", "graph", "temporal", "document")
 
 
 class BenchFormat(str, Enum):

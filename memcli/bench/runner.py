@@ -249,6 +249,7 @@ _NUMBER_RANGES = {
     "cjk_weak_embedder_factor": (0.0, True, math.inf),
     "cjk_keyword_factor": (0.0, True, math.inf),
     "temporal_spread_factor": (0.0, True, math.inf),
+    "document_gap_hours": (0.0, True, math.inf),
 }
 # Arm weights: rank-space weights divide a rank (above 0); score weights may be 0.
 _WEIGHT_LOW = {"arm_weights": (0.0, False), "score_weights": (0.0, True)}
@@ -267,6 +268,10 @@ def _check_setting(name: str, value: Any, default: Any) -> None:
     def number(v: Any) -> bool:
         return isinstance(v, int | float) and not isinstance(v, bool)
 
+    if default is None:  # an optional number (None: the model's own, e.g. floor_cosine)
+        if value is not None and not (number(value) and math.isfinite(value)):
+            raise ValueError(f"{name} must be a finite number or null, not {value!r}")
+        return
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ValueError(f"{name} must be true or false, not {value!r}")
@@ -381,7 +386,11 @@ def _candidate_signals(candidate: Candidate) -> dict[str, Any]:
 def result_floor(result: RecallResult) -> dict[str, Any]:
     """The relevance floor a recall applied and whether anything passed it (None when the
     pipeline has no floor)."""
-    return {"floor": getattr(result, "floor", None), "passed": getattr(result, "passed", None)}
+    applied = getattr(result, "floor", None)
+    return {
+        "floor": applied.to_json() if applied is not None else None,
+        "passed": getattr(result, "passed", None),
+    }
 
 
 def _best_gold(

@@ -12,7 +12,7 @@ from memcli.settings import RecallSettings
 from memcli.store import Fact, Store
 from memcli.timeparse import TimeSpan
 
-ARMS = ("semantic", "keyword", "graph", "temporal")
+ARMS = ("semantic", "keyword", "graph", "temporal", "document")
 TAG_MODES = ("any", "all", "any_strict", "all_strict", "exact")
 
 

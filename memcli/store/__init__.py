@@ -33,6 +33,7 @@ from memcli.store.links import LinksMixin
 from memcli.store.readers import ReaderPoolMixin
 from memcli.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from memcli.store.search import SearchMixin
+from memcli.store.sequences import SequencesMixin
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
     FACT_TYPES,
@@ -59,6 +60,7 @@ class Store(
     VectorsMixin,
     LinksMixin,
     SearchMixin,
+    SequencesMixin,
     LifecycleMixin,
     HealthMixin,
     ReaderPoolMixin,
