@@ -86,6 +86,12 @@ class RecallSettings:
     # see recall/fusion.py.
     time_query_temporal_weight: float = 3.0
 
+    # The relevance floor (recall/floor.py): a candidate is shown when its cosine to the query
+    # reaches floor_cosine (None: the embedder's calibrated floor; 0: no floor) or its own
+    # words hold floor_keyword_coverage of the query's terms.
+    floor_cosine: float | None = None
+    floor_keyword_coverage: float = 1.0
+
     # A reply gains this share of the fusion score of the fact said just before it (same
     # document, another speaker, at most reply_max_gap_hours earlier) when that fact asks a
     # question ("?"); see recall/replies.py. 0 turns it off.

@@ -130,8 +130,8 @@ def _level_table(level: Mapping[str, Any], ks: list[int], every_hit: bool = Fals
     return _render(headers, rows)
 
 
-_LOSS_CLASSES = ("never_candidate", "ranked_out", "budget_cut", "hit")
-_LOSS_HEADERS = ("never cand", "ranked out", "budget cut", "hit")
+_LOSS_CLASSES = ("never_candidate", "ranked_out", "below_floor", "budget_cut", "hit")
+_LOSS_HEADERS = ("never cand", "ranked out", "below floor", "budget cut", "hit")
 
 
 def _loss_row(label: str, counts: Mapping[str, int]) -> list[str]:

@@ -5,6 +5,8 @@ For every scored question the runner records, per gold item, the first stage tha
 * ``never_candidate`` - no retrieval arm returned any fact of the item (a retrieval miss);
 * ``ranked_out``      - some arm found it, but fusion, rerank and boosts left it outside the
   top ``loss_k`` (default 10) of the final ranking;
+* ``below_floor``     - it was ranked in the top ``loss_k`` but under the relevance floor
+  (recall/floor.py), so not shown;
 * ``budget_cut``      - it was ranked in the top ``loss_k`` but the token budget dropped it;
 * ``hit``             - it was in the top ``loss_k`` and in the output.
 
@@ -80,7 +82,7 @@ DEFAULT_KS: dict[str, tuple[int, ...]] = {
     "jsonl": (1, 5, 10, 20, 50),
 }
 
-LOSS_CLASSES = ("never_candidate", "ranked_out", "budget_cut", "hit")
+LOSS_CLASSES = ("never_candidate", "ranked_out", "below_floor", "budget_cut", "hit")
 
 #: What ``now`` means per format; recorded in the report so the numbers can be reproduced.
 #: LoCoMo gives no question date, so its questions are asked at the conversation's last session
@@ -345,13 +347,22 @@ def _case_now(case: BenchCase) -> datetime:
 # --------------------------------------------------------------------------------------------
 
 
-def _loss_class(gold_id: str, candidates: set[str], top: Sequence[str], kept: set[str]) -> str:
-    """The first pipeline stage that lost this gold item (see the module docstring)."""
+def _loss_class(
+    gold_id: str,
+    candidates: set[str],
+    top: Sequence[str],
+    kept: set[str],
+    passed: set[str] | None = None,
+) -> str:
+    """The first pipeline stage that lost this gold item (see the module docstring).
+    `passed`: what reached the relevance floor (None: no floor ran)."""
     if gold_id not in candidates:
         return "never_candidate"
     if gold_id not in top:
         return "ranked_out"
     if gold_id not in kept:
+        if passed is not None and gold_id not in passed:
+            return "below_floor"
         return "budget_cut"
     return "hit"
 
@@ -498,6 +509,18 @@ class _Scorer:
             for name, arm in result.arms.items()
         }
         candidates: set[str] = set().union(*arm_lists.values()) if arm_lists else set()
+        # What reached the relevance floor, when one ran (a floor cut is its own loss class).
+        passed = (
+            {
+                s
+                for c in result.ranked
+                if c.relevance is not None
+                and c.relevance >= 1.0
+                and (s := source_of.get(c.fact_id)) is not None
+            }
+            if getattr(result, "floor", None) is not None
+            else None
+        )
         category = question.category
         row: dict[str, Any] = {
             "id": question.id,
@@ -547,7 +570,7 @@ class _Scorer:
             loss: dict[str, str] = {}
             ranks: dict[str, dict[str, int | None]] = {}
             for g in sorted(gold):
-                loss[g] = _loss_class(g, candidates, top, kept_set)
+                loss[g] = _loss_class(g, candidates, top, kept_set, passed)
                 self._tally(category, loss[g])
                 ranks[g] = {"fused": position.get(g)}
                 ranks[g].update({arm: pos.get(g) for arm, pos in arm_pos.items()})
@@ -575,7 +598,12 @@ class _Scorer:
             self.agg.count("scored:session")
             top_s = ranked_s[: opts.loss_k]
             kept_s_set = set(kept_s)
-            loss_s = {g: _loss_class(g, cands_s, top_s, kept_s_set) for g in sorted(gold_s)}
+            passed_s = (
+                None if passed is None else {s for p in passed if (s := session_of.get(p))}
+            )
+            loss_s = {
+                g: _loss_class(g, cands_s, top_s, kept_s_set, passed_s) for g in sorted(gold_s)
+            }
             for g in sorted(gold_s):
                 self._tally(category, loss_s[g], level="session")
             row["session_loss"] = loss_s

@@ -30,6 +30,7 @@ from memcli.display import NO_WORDS, has_searchable_text, has_visible_text
 from memcli.recall import budget as budget_mod
 from memcli.recall import (
     document,
+    floor,
     fusion,
     graph,
     keyword,
@@ -342,9 +343,23 @@ def _recall_once(
     timings["scoring"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    # Nothing below the relevance floor is shown (--min-score replaces it).
+    applied = (
+        floor.floor_for(model, settings)
+        if options.min_score is None and ctx.query_vec is not None
+        else None
+    )
+    shown = ranked
+    if applied is not None:
+        shown = floor.apply(
+            store, bank_id, query, ctx.query_vec, ranked, applied, settings.keyword_cjk_terms
+        )
+    timings["floor"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
     least = budget_mod.block_floor()
     results, used = budget_mod.fit(
-        ranked,
+        shown,
         options.max_tokens,
         lambda c: block_tokens(c.fact),
         options.limit,
@@ -371,6 +386,8 @@ def _recall_once(
         chunks=chunks,
         limit=options.limit,
         min_score=options.min_score,
+        floor=applied,
+        passed=bool(shown) if applied is not None else None,
         notes={
             "rerank_cap": RERANK_CAPS[options.budget],
             "candidates_per_arm": limit,

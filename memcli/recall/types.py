@@ -104,6 +104,9 @@ class Candidate:
     final_rank: int = 0
     tokens: int = 0
     fact: Fact | None = None
+    # How far above the relevance floor (1.0 = on it), for the candidates the floor checked
+    # (recall/floor.py); None when no floor ran.
+    relevance: float | None = None
 
 
 @dataclass
@@ -125,3 +128,7 @@ class RecallResult:
     # The options the budget applied (the text output fits its header with them too).
     limit: int | None = None
     min_score: float | None = None
+    # The relevance floor applied (recall/floor.py; None: none, or --min-score instead) and
+    # whether any candidate passed it.
+    floor: Any = None
+    passed: bool | None = None
