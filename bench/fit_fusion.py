@@ -225,11 +225,11 @@ def main() -> None:
             key=lambda r: sum(r[s.name]["objective"] for s in others) / len(others),
         )
         print(
-            f"  {held.name}: fit {json.dumps(best['weights'])} -> "
+            f"  {held.name}: fit {json.dumps(best['update'])} -> "
             f"{best[held.name]['objective']:.4f} (defaults {default[held.name]['objective']:.4f})"
         )
     overall = max(results, key=lambda r: r["mean"])
-    print(f"\nbest for all: {json.dumps(overall['weights'])} mean {overall['mean']:.4f}")
+    print(f"\nbest for all: {json.dumps(overall['update'])} mean {overall['mean']:.4f}")
     for s in sets:
         print(
             f"  {s.name}: {s.headline[0]} {overall[s.name][s.headline[0]]:.3f} "
