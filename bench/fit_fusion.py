@@ -120,20 +120,14 @@ class ArmMemo:
 
 def load_models(sets: list[DevSet], embedder: str | None) -> dict[str, Any]:
     """The embedder of each set as `mem bench` picks it (MEM_EMBEDDER / --embedder, else
-    what the set's text suits), behind the bench's vector cache; and MiniLM for LME's raw
+    mem's default for a new bank), behind the bench's vector cache; and MiniLM for LME's raw
     floor."""
-    from memcli.bench.datasets import read_dataset
     from memcli.bench.vector_cache import cached
-    from memcli.models.choice import for_texts
+    from memcli.models.choice import DEFAULT_NAME
     from memcli.models.embedder import load_embedder
 
-    out: dict[str, Any] = {}
-    for s in sets:
-        spec = embedder
-        if spec is None and s.format != "lme":
-            cases = read_dataset(s.path, s.format)
-            spec = for_texts(i.text for c in cases for i in c.items).spec
-        out[s.name] = cached(load_embedder(spec))
+    model = cached(load_embedder(embedder or DEFAULT_NAME))
+    out: dict[str, Any] = {s.name: model for s in sets}
     out["floor"] = cached(load_embedder("minilm"))
     return out
 

@@ -141,11 +141,11 @@ def load_bank_embedder_or_fail(
 
 def load_embedder_or_fail(name: str | None = None) -> Embedder:
     """The embedder named (or the `embedder` setting: $MEM_EMBEDDER, the config file; else
-    the default), or a one-line error exit."""
-    from memcli.models import ModelError
+    the default, models/choice.py), or a one-line error exit."""
+    from memcli.models import ModelError, choice
     from memcli.models.embedder import load_embedder
 
     try:
-        return load_embedder(name or configured("embedder"))
+        return load_embedder(name or configured("embedder") or choice.DEFAULT_NAME)
     except ModelError as exc:
         fail(str(exc))

@@ -307,11 +307,11 @@ def bench(
         from memcli.models.embedder import load_embedder
 
         spec = os.environ.get("MEM_EMBEDDER") or None
-        if spec is None and isinstance(cases, list):
-            from memcli.models.choice import for_texts
+        if spec is None:
+            from memcli.models.choice import DEFAULT_NAME
 
-            # As retain chooses for a new bank: the embedder the dataset's text suits.
-            spec = for_texts(item.text for case in cases for item in case.items).spec
+            # As retain chooses for a new bank.
+            spec = DEFAULT_NAME
         embedder = load_embedder(spec)
         # The protocol's floor is MiniLM's whatever the pipeline embeds with.
         floor_embedder = load_embedder("minilm") if options.wants_raw_floor() else None

@@ -445,6 +445,8 @@ class _Scorer:
         """A question nothing answers: never in the recall scores; its row says what recall
         gave back (how many results, the best one's scores) for the relevance floor."""
         self.agg.count("asked:unanswerable")
+        if getattr(result, "floor", None) is not None and not result.results:
+            self.agg.count("unanswerable:nothing-shown")
         top = result.ranked[0] if result.ranked else None
         self.rows.append(
             {
@@ -542,6 +544,11 @@ class _Scorer:
             row["gold_session_top"] = _best_gold(
                 result, source_of, lambda s: session_of.get(s) in question.gold_sessions
             )
+        best = row.get("gold_session_top") if opts.wants_sessions() else row.get("gold_top")
+        if getattr(result, "floor", None) is not None and best is not None:
+            # Does the question's best-ranked gold item reach the relevance floor?
+            passes = best["relevance"] is not None and best["relevance"] >= 1.0
+            self.agg.count("floor:best-gold-" + ("kept" if passes else "cut"))
         if question.gold_ids:
             gold = set(question.gold_ids)
             texts = [c.fact.text for c in result.results if c.fact is not None]
