@@ -55,6 +55,14 @@ MEM = [sys.executable, "-m", "memcli"]
 BATCH = 64  # RetainSettings.batch_items: the raw embedder gets the same batches
 
 
+def default_embedder_spec() -> str:
+    """The model the `mem retain` processes use for a new store: MEM_EMBEDDER, else mem's
+    default (models/choice.py), so the raw rate is the same model's."""
+    from memcli.models.choice import DEFAULT_NAME
+
+    return os.environ.get("MEM_EMBEDDER") or DEFAULT_NAME
+
+
 def load_sentences(path: Path) -> list[dict]:
     """Distinct sentences of every distinct session, sessions in date order, as JSONL items."""
     from memcli.split import sentences
@@ -338,7 +346,7 @@ def retain_into(dbs: list[Path], items: list[dict], count: int, repeat: int) -> 
     while 0 < start < len(items) and items[start]["document_id"] == items[start - 1]["document_id"]:
         start += 1
     chosen = items[start:]
-    embedder = load_embedder()
+    embedder = load_embedder(default_embedder_spec())
     texts = embedded_texts(chosen)
     per_item = len(chosen) / len(texts)
     print(
@@ -528,7 +536,7 @@ def main() -> None:
 
     from memcli.models.embedder import load_embedder
 
-    embedder = load_embedder()
+    embedder = load_embedder(default_embedder_spec())
     embedder.embed(["warm up"])
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="mem-scale-"))

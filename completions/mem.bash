@@ -84,10 +84,10 @@ _mem() {
             opts="--json"
             ;;
         "bench")
-            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --out --strict --no-strict"
+            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --out --strict --no-strict --stores --vector-cache --no-vector-cache"
             case "$prev" in
                 --dataset) files=1 ;;
-                --format) choices="locomo longmemeval jsonl" ;;
+                --format) choices="locomo longmemeval lme jsonl" ;;
                 --limit) choices=__value__ ;;
                 --category) choices=__value__ ;;
                 --k) choices=__value__ ;;
@@ -97,6 +97,7 @@ _mem() {
                 --reranker) choices=__value__ ;;
                 --setting) choices=__value__ ;;
                 --out) files=1 ;;
+                --stores) files=1 ;;
             esac
             ;;
         "list")

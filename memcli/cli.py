@@ -338,7 +338,7 @@ def _preload_query_embedder(flag: str | None, arms: str | None) -> None:
     preload_embedder(configured("embedder", flag) or DEFAULT_NAME)
 
 
-VECTOR_ARMS = {"semantic", "graph", "temporal"}
+VECTOR_ARMS = {"semantic", "graph", "temporal", "document"}
 
 
 @app.command()
@@ -516,12 +516,18 @@ def recall(
             )
     if not result.results:
         # Candidates but none kept: the budget (or --min-score) cut them, not the query.
-        info(
-            "no memories matched"
-            if not result.ranked
-            else f"{len(result.ranked)} memories matched but none fit --max-tokens "
-            f"{result.max_tokens} or --min-score"
-        )
+        if not result.ranked:
+            info("no memories matched")
+        elif result.passed is False:
+            info(
+                f"nothing relevant: none of {len(result.ranked)} memories reaches the "
+                "relevance floor (--min-score 0 shows the nearest anyway)"
+            )
+        else:
+            info(
+                f"{len(result.ranked)} memories matched but none fit --max-tokens "
+                f"{result.max_tokens} or --min-score"
+            )
     if trace:
         typer.echo("")
         # The rows of what the text printed (a tight budget pays the header line first and
@@ -536,6 +542,10 @@ def recall(
 
 
 def _above_min_score(result: Any) -> list[Any]:
+    """The candidates the budget may show: above --min-score, or above the relevance
+    floor when one was applied."""
+    if result.floor is not None:
+        return [c for c in result.ranked if c.relevance is not None and c.relevance >= 1.0]
     floor = result.min_score
     return [c for c in result.ranked if floor is None or c.final >= floor]
 

@@ -222,6 +222,13 @@ def to_json_obj(result: RecallResult, trace: bool = False) -> dict[str, Any]:
         "total_tokens": result.total_tokens,
         "reranker": result.reranker,
         "time_window": result.time_window.to_json() if result.time_window else None,
+        # The relevance floor (recall/floor.py), and whether any memory reached it: with
+        # "passed" false the results are empty because nothing is relevant.
+        "floor": (
+            {**result.floor.to_json(), "passed": bool(result.passed)}
+            if result.floor is not None
+            else None
+        ),
         "results": [candidate_json(c) for c in result.results],
     }
     if result.chunks:

@@ -20,7 +20,13 @@ class RecallSettings:
     rrf_k: int = 60
     # Rank-space weight per arm: an arm contributes 1 / (rrf_k + rank / weight).
     arm_weights: dict[str, float] = field(
-        default_factory=lambda: {"semantic": 1.0, "keyword": 1.0, "graph": 1.0, "temporal": 1.0}
+        default_factory=lambda: {
+            "semantic": 1.0,
+            "keyword": 1.0,
+            "graph": 1.0,
+            "temporal": 1.0,
+            "document": 1.0,
+        }
     )
     semantic_min_limit: int = 20
     semantic_floor: float = 0.3
@@ -44,6 +50,12 @@ class RecallSettings:
     temporal_neighbours: int = 10
     temporal_spread_factor: float = 0.7
     temporal_expand_floor: float = 0.2
+    # The document arm (recall/document.py): a window of up to document_radius facts on each
+    # side of each of the best document_seeds semantic hits, in one sitting (each said at most
+    # document_gap_hours after the one before, same document or none); 0 turns it off.
+    document_seeds: int = 50
+    document_radius: int = 2
+    document_gap_hours: float = 6.0
     recency_alpha: float = 0.2
     recency_horizon_days: float = 365.0
     temporal_alpha: float = 0.2
@@ -57,7 +69,13 @@ class RecallSettings:
     # Candidate order: "scores" (weighted min-max score fusion) or "rrf"; see recall/fusion.py.
     fusion: str = "scores"
     score_weights: dict[str, float] = field(
-        default_factory=lambda: {"semantic": 1.0, "keyword": 1.0, "graph": 0.2, "temporal": 0.4}
+        default_factory=lambda: {
+            "semantic": 1.0,
+            "keyword": 1.0,
+            "graph": 0.2,
+            "temporal": 0.4,
+            "document": 0.3,
+        }
     )
     # A CJK query: an English-only embedder's vector arms, and (with a multilingual embedder)
     # the character n-gram keyword arm, weigh this much at 100% CJK; see recall/fusion.py.
@@ -67,6 +85,12 @@ class RecallSettings:
     # facts of that time) this fusion weight; one that is partly time, a share in between;
     # see recall/fusion.py.
     time_query_temporal_weight: float = 3.0
+
+    # The relevance floor (recall/floor.py): a candidate is shown when its cosine to the query
+    # reaches floor_cosine (None: the embedder's calibrated floor; 0: no floor) or its own
+    # words hold floor_keyword_coverage of the query's terms.
+    floor_cosine: float | None = None
+    floor_keyword_coverage: float = 1.0
 
     # A reply gains this share of the fusion score of the fact said just before it (same
     # document, another speaker, at most reply_max_gap_hours earlier) when that fact asks a

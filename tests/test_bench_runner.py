@@ -102,7 +102,13 @@ def test_summary_shape_and_counts(full):
     assert set(full) >= {"meta", "ks", "counts", "levels", "latency_ms", "losses", "questions"}
     assert full["ks"] == list(KS)
     assert full["meta"]["format"] == "jsonl"
-    assert full["meta"]["options"]["arms"] == ["semantic", "keyword", "graph", "temporal"]
+    assert full["meta"]["options"]["arms"] == [
+        "semantic",
+        "keyword",
+        "graph",
+        "temporal",
+        "document",
+    ]
     counts = full["counts"]
     assert counts["scored:item"] == 4
     assert counts["skipped:no-gold"] == 1
@@ -111,14 +117,21 @@ def test_summary_shape_and_counts(full):
     item = full["levels"]["item"]
     assert item["overall"]["n"] == 4
     assert set(item["categories"]) == {"keyword", "multi", "single"}
-    assert list(item["arms"]) == ["semantic", "keyword", "graph", "temporal"]
+    assert list(item["arms"]) == ["semantic", "keyword", "graph", "temporal", "document"]
     for phase in ("retain", "semantic", "keyword", "fusion", "rerank", "recall"):
         assert full["latency_ms"][phase]["p50"] >= 0
     rows = rows_by_id(full)
     assert rows["q-empty"]["skipped"] == "no-gold"
     alice = rows["q-alice"]
     assert alice["gold"] == ["m1"] and len(alice["ranked"]) <= 20
-    assert set(alice["ranks"]["m1"]) == {"fused", "semantic", "keyword", "graph", "temporal"}
+    assert set(alice["ranks"]["m1"]) == {
+        "fused",
+        "semantic",
+        "keyword",
+        "graph",
+        "temporal",
+        "document",
+    }
     metrics = item["overall"]["metrics"]
     assert item["overall"]["metric_n"]["checklistCoverage"] == 1
     assert 0.0 <= metrics["distractorRate"] <= 1.0

@@ -85,8 +85,10 @@ def test_scripts_and_cjk_share() -> None:
 
 
 def test_choice_rules() -> None:
+    # One default for every language (issue 35): e5 for a new bank of any text.
     assert choice.for_texts(ZH).spec == "multilingual-e5-small"
-    assert choice.for_texts(["Lunch is at noon.", "王伟 said hi"]).spec == "all-MiniLM-L6-v2"
+    assert choice.for_texts(["Lunch is at noon.", "王伟 said hi"]).spec == "multilingual-e5-small"
+    assert choice.for_bank(None, None).spec == choice.DEFAULT_NAME == "multilingual-e5-small"
     assert choice.for_bank(None, "e5", ["English"]).reason == "explicit"
     assert choice.for_bank("multilingual-e5-small", None, ["English"]).spec == (
         "multilingual-e5-small"
@@ -121,9 +123,18 @@ def test_new_chinese_bank_gets_e5_and_recall_uses_it_with_no_flags(tmp_path: Pat
     assert "embedder multilingual-e5-small" in r.stdout
 
 
-def test_english_bank_keeps_minilm_and_warns_when_cjk_arrives(tmp_path: Path) -> None:
+def test_new_english_bank_gets_e5(tmp_path: Path) -> None:
     db = tmp_path / "mem.db"
     assert mem(db, "retain", "Lunch is at noon on Fridays.").exit_code == 0
+    assert bank_embedder(db) == "multilingual-e5-small"
+    r = retain_items(db, ZH[:2])  # Chinese into it: no warning, e5 reads it
+    assert r.exit_code == 0 and "warning" not in r.stderr, r.stderr
+
+
+def test_english_bank_keeps_minilm_and_warns_when_cjk_arrives(tmp_path: Path) -> None:
+    db = tmp_path / "mem.db"
+    # A MiniLM bank, as versions before issue 35 made every English bank.
+    assert mem(db, "retain", "--embedder", "minilm", "Lunch is at noon on Fridays.").exit_code == 0
     assert bank_embedder(db) == "all-MiniLM-L6-v2"
     r = retain_items(db, ZH[:2])
     assert r.exit_code == 0, r.stderr

@@ -145,9 +145,11 @@ def test_models_add_checks_the_gguf_and_records_it(cfg, db, tmp_path):
     import tomllib
 
     from memcli.models.convert import build_test_reranker, default_embedder_path
+    from memcli.models.e5 import e5_embedder_path
 
     rank = build_test_reranker(tmp_path / "rank.gguf")
     minilm = default_embedder_path()
+    e5 = e5_embedder_path()  # the bank's model (the default), as a file
     # The wrong role for each file: refused with the reason, nothing recorded.
     r = mem("models", "add", str(rank), "--as", "embedder")
     assert r.exit_code == 1 and "RANK pooling: it is a reranker" in r.stderr
@@ -157,10 +159,10 @@ def test_models_add_checks_the_gguf_and_records_it(cfg, db, tmp_path):
     r = mem("models", "add", str(rank), "--as", "reranker")
     assert r.exit_code == 0, r.stderr
     assert "bert, rank pooling" in r.stderr
-    r = mem("models", "add", str(minilm), "--as", "embedder", "--json")
+    r = mem("models", "add", str(e5), "--as", "embedder", "--json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["embedding_length"] == 384
-    assert tomllib.loads(cfg.read_text()) == {"embedder": str(minilm), "reranker": str(rank)}
+    assert tomllib.loads(cfg.read_text()) == {"embedder": str(e5), "reranker": str(rank)}
     shown = json.loads(mem("--db", str(db), "models", "--json").stdout)
     assert shown["reranker"] == {"path": str(rank), "source": f"config {cfg}"}
     assert shown["embedder"]["setting_source"] == f"config {cfg}"
@@ -172,7 +174,7 @@ def test_models_add_checks_the_gguf_and_records_it(cfg, db, tmp_path):
 def test_models_shows_the_bank_model_and_no_reranker(cfg, db):
     r = mem("--db", str(db), "models")
     assert r.exit_code == 0, r.stderr
-    assert r.stdout.startswith("embedder  all-MiniLM-L6-v2  (bank 'default' was made with it")
+    assert r.stdout.startswith("embedder  multilingual-e5-small  (bank 'default' was made with it")
     assert "reranker  none" in r.stdout
 
 

@@ -50,7 +50,13 @@ def test_rrf_sums_reciprocal_ranks_with_k_60():
     assert by_id[30].rrf == pytest.approx(1 / 63 + 1 / 61)
     assert by_id[20].rrf == pytest.approx(1 / 62)
     assert [c.fact_id for c in fused] == [10, 30, 20]
-    assert by_id[20].ranks == {"semantic": 2, "keyword": None, "graph": None, "temporal": None}
+    assert by_id[20].ranks == {
+        "semantic": 2,
+        "keyword": None,
+        "graph": None,
+        "temporal": None,
+        "document": None,
+    }
     assert [c.rrf_rank for c in fused] == [1, 2, 3]
 
 

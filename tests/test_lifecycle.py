@@ -74,7 +74,9 @@ def fact_id(db: Path, text_part: str) -> int:
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "mem.db"
-    ok(mem(path, "retain", "--jsonl", str(write_jsonl(tmp_path / "items.jsonl", ITEMS))))
+    # A MiniLM bank: the tests below re-embed it with a quantised MiniLM and back.
+    items = str(write_jsonl(tmp_path / "items.jsonl", ITEMS))
+    ok(mem(path, "retain", "--embedder", "minilm", "--jsonl", items))
     return path
 
 

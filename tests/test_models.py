@@ -378,7 +378,10 @@ def test_cli_accepts_a_renamed_copy_and_refuses_another_model(minilm, tmp_path) 
     def mem(*args: str, **env: str):
         return runner.invoke(app, ["--db", str(db), *args], env={"MEM_EMBEDDER": None, **env})
 
-    r = mem("retain", "--at", "2026-01-02", "The blue kayak is stored in the garage.")
+    # A MiniLM bank (the default is e5: named here).
+    r = mem(
+        "retain", "--embedder", "minilm", "--at", "2026-01-02", "The blue kayak is in the garage."
+    )
     assert r.exit_code == 0, r.stderr
     # The same weights under another file name: retain and recall both work.
     r = mem("retain", "--embedder", str(copy), "Spare paddles hang above the kayak.")

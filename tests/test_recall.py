@@ -199,7 +199,7 @@ def test_json_contract(store, remember, embedder):
         "proof",
         "speaker",
     }
-    assert set(first["ranks"]) == {"semantic", "keyword", "graph", "temporal"}
+    assert set(first["ranks"]) == {"semantic", "keyword", "graph", "temporal", "document"}
     assert first["scores"]["reranker"] is None
     assert obj["total_tokens"] == sum(r["tokens"] for r in obj["results"])
     assert "synthetic" in obj["trace"]["scores"]

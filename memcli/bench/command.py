@@ -21,12 +21,13 @@ from memcli.cliutil import Budget, fail
 
 __all__ = ["BenchFormat", "bench"]
 
-ARM_NAMES = ("semantic", "keyword", "graph", "temporal")
+ARM_NAMES = ("semantic", "keyword", "graph", "temporal", "document")
 
 
 class BenchFormat(str, Enum):
     locomo = "locomo"
     longmemeval = "longmemeval"
+    lme = "lme"
     jsonl = "jsonl"
 
 
@@ -34,7 +35,8 @@ def _guess_format(path: Path) -> str | None:
     """Infer the format from the file name so the common datasets need no --format."""
     name = path.name.lower()
     if name.endswith(".jsonl"):
-        return "jsonl"
+        # LongMemEval with one question a line (the S dev sample) is lme; else generic.
+        return "lme" if "longmemeval" in name else "jsonl"
     if "longmemeval" in name:
         return "longmemeval"
     if "locomo" in name:
@@ -203,6 +205,22 @@ def bench(
         bool,
         typer.Option(help="Exit 1 when the dataset is missing or no question could be scored."),
     ] = False,
+    stores: Annotated[
+        Path | None,
+        typer.Option(
+            "--stores",
+            help="Keep each case's store in this folder and reuse it in later runs (for "
+            "recall-only ablations). Another embedder, schema, version, retain settings or "
+            "data makes a new one; clear the folder after changing retain code.",
+        ),
+    ] = None,
+    vector_cache: Annotated[
+        bool,
+        typer.Option(
+            help="Keep the benchmark's vectors on disk (user cache folder, keyed by model and "
+            "text), so a repeated run embeds only new text."
+        ),
+    ] = True,
 ) -> None:
     """Benchmark recall on a dataset: where gold evidence is lost (retrieval, ranking, budget).
 
@@ -213,6 +231,10 @@ def bench(
     LoCoMo: category 5 and gold-less questions skipped; asked at the last session's date.
 
     LongMemEval: user turns only, abstentions skipped, item- and session-level scores.
+
+    lme (LongMemEval S, one question a line): a store per question, each session a document,
+    session-level scores per question type beside the raw floor (one MiniLM vector per
+    session, cosine only); abstention questions are asked for the relevance floor only.
     """
     if not dataset.exists():
         message = f"mem bench: skip: dataset not found: {dataset}"
@@ -258,6 +280,7 @@ def bench(
         boosts=not no_boosts,
         reranker=reranker_path,
         settings=overrides,
+        stores=str(stores) if stores is not None else None,
     )
     if out is not None and (not out.name or str(out) == "-" or out.is_dir()):
         # Found now, not after a run of minutes: the report needs a file to go to (the
@@ -266,12 +289,15 @@ def bench(
     try:
         cases = iter_dataset(dataset, fmt_name)
         total: int | None = None
-        if fmt_name != "longmemeval":
+        if fmt_name not in ("longmemeval", "lme"):
             # Formats read whole anyway: count what will be asked, so the bar has an end.
             cases = list(cases)
             total = planned_questions(cases, options)
         elif limit is not None:
             total = limit
+        elif fmt_name == "lme":
+            with dataset.open("rb") as fh:  # one question a line: the bar's end is cheap
+                total = sum(1 for line in fh if line.strip())
     except (OSError, ValueError) as exc:
         message = str(exc)
         # The readers name the file themselves (for errors found midway through a stream).
@@ -281,12 +307,19 @@ def bench(
         from memcli.models.embedder import load_embedder
 
         spec = os.environ.get("MEM_EMBEDDER") or None
-        if spec is None and isinstance(cases, list):
-            from memcli.models.choice import for_texts
+        if spec is None:
+            from memcli.models.choice import DEFAULT_NAME
 
-            # As retain chooses for a new bank: the embedder the dataset's text suits.
-            spec = for_texts(item.text for case in cases for item in case.items).spec
+            # As retain chooses for a new bank.
+            spec = DEFAULT_NAME
         embedder = load_embedder(spec)
+        # The protocol's floor is MiniLM's whatever the pipeline embeds with.
+        floor_embedder = load_embedder("minilm") if options.wants_raw_floor() else None
+        if vector_cache:
+            from memcli.bench.vector_cache import cached
+
+            embedder = cached(embedder)
+            floor_embedder = cached(floor_embedder) if floor_embedder is not None else None
         cross = None
         if reranker_path:
             from memcli.models.reranker import load_reranker
@@ -302,7 +335,12 @@ def bench(
     os.environ["TZ"] = "UTC"
     try:
         summary = run_bench(
-            cases, options, embedder=embedder, reranker=cross, progress=_Progress(total)
+            cases,
+            options,
+            embedder=embedder,
+            reranker=cross,
+            progress=_Progress(total),
+            floor_embedder=floor_embedder,
         )
     except RecallError as exc:
         fail(str(exc), 2)

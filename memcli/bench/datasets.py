@@ -25,6 +25,7 @@ __all__ = [
     "BenchQuestion",
     "FORMATS",
     "iter_dataset",
+    "iter_lme",
     "iter_longmemeval",
     "normalise_evidence_ids",
     "parse_timestamp",
@@ -34,7 +35,7 @@ __all__ = [
     "read_longmemeval",
 ]
 
-FORMATS = ("locomo", "longmemeval", "jsonl")
+FORMATS = ("locomo", "longmemeval", "lme", "jsonl")
 
 LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 LONGMEMEVAL_DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
@@ -58,6 +59,8 @@ class BenchItem:
     context: str | None = None
     session_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Retained as the item's document_id (lme: its session), so a session is one document.
+    document_id: str | None = None
 
 
 @dataclass
@@ -69,6 +72,10 @@ class BenchQuestion:
     malformed, or the gold lives in turns that are not indexed): the runner must skip such a
     question in the scores and count it. ``metadata`` carries reader-specific extras (raw and
     dropped evidence ids, adversarial answers) that never affect scoring.
+
+    ``unanswerable``: the data says nothing answers it (LoCoMo category 5, LongMemEval's
+    ``_abs`` questions). It is never in the recall scores; the runner may still ask it, to
+    measure whether recall knows that nothing is relevant (the relevance floor).
     """
 
     id: str
@@ -81,6 +88,7 @@ class BenchQuestion:
     distractor_ids: set[str] = field(default_factory=set)
     answer: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    unanswerable: bool = False
 
 
 @dataclass
@@ -331,6 +339,7 @@ def _locomo_case(sample: Any, index: int, path: Path) -> BenchCase:
                 gold_sessions={session_of[g] for g in gold if session_of[g]},
                 answer=_str_or_none(qa.get("answer")),
                 metadata=metadata,
+                unanswerable=str(qa.get("category")) == "5",
             )
         )
     return BenchCase(id=case_id, items=items, questions=questions)
@@ -432,6 +441,98 @@ def read_longmemeval(path: str | Path) -> list[BenchCase]:
 
 
 # --------------------------------------------------------------------------------------------
+# LongMemEval S, one question a line (``--format lme``)
+# --------------------------------------------------------------------------------------------
+
+
+def _lme_case(record: dict[str, Any], where: str) -> BenchCase:
+    """One question of a LongMemEval file with one JSON object a line, as the benchmark's
+    retrieval protocol on the S split asks: its own store, the USER turns of its haystack
+    retained with ids ``SESSIONID_TURN`` (the turn index counts every role, so ids match the
+    source) and the session as their document, asked at ``question_date``, gold at session
+    level (``answer_session_ids``), plus turn-level gold where a user turn has ``has_answer``.
+
+    Abstention questions (``_abs``) are kept, marked ``unanswerable``: they are asked to
+    measure the relevance floor, never scored for recall."""
+    qid = str(record["question_id"])
+    session_ids = _as_list(record["haystack_session_ids"], f"{where} haystack_session_ids")
+    dates = _as_list(record["haystack_dates"], f"{where} haystack_dates")
+    sessions = _as_list(record["haystack_sessions"], f"{where} haystack_sessions")
+    if not len(session_ids) == len(dates) == len(sessions):
+        raise ValueError(f"{where}: haystack ids, dates and sessions differ in length")
+    items: list[BenchItem] = []
+    gold: set[str] = set()
+    seen_sessions: set[str] = set()
+    for raw_sid, raw_date, turns in zip(session_ids, dates, sessions, strict=True):
+        sid = str(raw_sid)
+        if sid in seen_sessions:
+            continue  # its turns are in the store already (ids would repeat)
+        seen_sessions.add(sid)
+        try:
+            start = datetime.strptime(str(raw_date).strip(), LONGMEMEVAL_DATE_FORMAT)
+        except ValueError as exc:
+            raise ValueError(f"{where}: session {sid}: {exc}") from None
+        for turn_index, turn in enumerate(_as_list(turns, f"{where} session {sid}")):
+            if not isinstance(turn, dict) or turn.get("role") != "user":
+                continue
+            item_id = f"{sid}_{turn_index}"
+            items.append(
+                BenchItem(
+                    id=item_id,
+                    text=str(turn.get("content", "")),
+                    timestamp=start + timedelta(seconds=turn_index),
+                    session_id=sid,
+                    document_id=sid,
+                    metadata={"turn_index": turn_index},
+                )
+            )
+            if turn.get("has_answer"):
+                gold.add(item_id)
+    unanswerable = qid.endswith("_abs")
+    question = BenchQuestion(
+        id=qid,
+        query=str(record["question"]),
+        now=datetime.strptime(str(record["question_date"]).strip(), LONGMEMEVAL_DATE_FORMAT),
+        category=str(record.get("question_type", "default")),
+        gold_ids=set() if unanswerable else gold,
+        gold_sessions=(
+            set()
+            if unanswerable
+            else {str(s) for s in _as_list(record["answer_session_ids"], where)} & seen_sessions
+        ),
+        answer=_str_or_none(record.get("answer")),
+        metadata={"nearest_sessions": list(record.get("answer_session_ids") or [])}
+        if unanswerable
+        else {},
+        unanswerable=unanswerable,
+    )
+    return BenchCase(id=qid, items=items, questions=[question])
+
+
+def iter_lme(path: str | Path) -> Iterator[BenchCase]:
+    """Stream a LongMemEval file of one question a line (longmemeval-s-dev.jsonl): one case
+    per question, one question's haystack in memory at a time (see _lme_case)."""
+    path = Path(path)
+    with path.open(encoding="utf-8-sig") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}: line {lineno}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: invalid JSON: {exc.msg}") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: expected a JSON object (one question a line)")
+            try:
+                yield _lme_case(record, where)
+            except KeyError as exc:
+                raise ValueError(f"{where}: missing field {exc}") from None
+            except (AttributeError, TypeError):
+                raise ValueError(f"{where}: not laid out as LongMemEval's (--format?)") from None
+
+
+# --------------------------------------------------------------------------------------------
 # Generic JSONL
 # --------------------------------------------------------------------------------------------
 
@@ -476,6 +577,8 @@ Question (a recall query with its gold answers):
     distractors    optional list of item ids that look relevant but are wrong/outdated,
                    scored as distractorRate (share of the top k that are distractors)
     answer         optional reference answer, shown in reports only
+    unanswerable   optional true: nothing in the case answers it (gold must be empty or
+                   absent); asked to measure the relevance floor, never scored for recall
 
 Every gold and distractor id must name an item of the same case. Any malformed line, unknown
 type, missing or mistyped field, duplicate id or dangling id is a ValueError naming the line.
@@ -574,17 +677,23 @@ def read_jsonl(path: str | Path) -> list[BenchCase]:
                 question_ids[case].add(ident)
                 has_sessions = obj.get("gold_sessions") is not None
                 category = _field(obj, "category", str, lineno, required=False)
+                unanswerable = _field(obj, "unanswerable", bool, lineno, required=False)
                 question = BenchQuestion(
                     id=ident,
                     query=_field(obj, "query", str, lineno, required=True),
                     now=_time_field(obj, "now", lineno, required=False),
                     category=category or "default",
-                    gold_ids=set(_str_list(obj, "gold", lineno, required=True)),
+                    gold_ids=set(_str_list(obj, "gold", lineno, required=not unanswerable)),
                     gold_sessions=set(_str_list(obj, "gold_sessions", lineno)),
                     checklist=_str_list(obj, "checklist", lineno),
                     distractor_ids=set(_str_list(obj, "distractors", lineno)),
                     answer=_str_or_none(obj.get("answer")),
+                    unanswerable=bool(unanswerable),
                 )
+                if question.unanswerable and question.gold_ids:
+                    raise ValueError(
+                        f"line {lineno}: question {ident!r} is unanswerable but has gold ids"
+                    )
                 questions[case].append((lineno, question, has_sessions))
     cases: list[BenchCase] = []
     for case in order:
@@ -617,6 +726,8 @@ def iter_dataset(path: str | Path, fmt: str) -> Iterator[BenchCase]:
     """Yield cases lazily where the format allows it (LongMemEval), so big splits stream."""
     if fmt == "longmemeval":
         return _checked(iter_longmemeval(path))
+    if fmt == "lme":
+        return _checked(iter_lme(path))
     return _checked(iter(read_dataset(path, fmt)))
 
 
@@ -639,7 +750,12 @@ def _checked(cases: Iterator[BenchCase]) -> Iterator[BenchCase]:
 
 def read_dataset(path: str | Path, fmt: str) -> list[BenchCase]:
     """Read ``path`` as ``fmt`` (one of ``FORMATS``): the single entry point for ``mem bench``."""
-    readers = {"locomo": read_locomo, "longmemeval": read_longmemeval, "jsonl": read_jsonl}
+    readers = {
+        "locomo": read_locomo,
+        "longmemeval": read_longmemeval,
+        "lme": lambda p: list(iter_lme(p)),
+        "jsonl": read_jsonl,
+    }
     reader = readers.get(fmt)
     if reader is None:
         raise ValueError(f"unknown dataset format {fmt!r}; expected one of {', '.join(FORMATS)}")

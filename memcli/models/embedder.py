@@ -158,6 +158,9 @@ class LlamaRunner:
         if getattr(self, "_batch", None) is not None:
             lib.llama_batch_free(self._batch)
             self._batch = None
+        if getattr(self, "_embd_batch", None) is not None:
+            lib.llama_batch_free(self._embd_batch)
+            self._embd_batch = None
         if getattr(self, "_ctx", None) is not None:
             lib.llama_free(self._ctx)
             self._ctx = None
@@ -230,6 +233,45 @@ class LlamaRunner:
                     raise ModelError("llama.cpp returned no pooled output for a sequence")
                 out[i] = np.ctypeslib.as_array(ptr, shape=(width,))
         return out
+
+    def run_inputs(self, inputs: np.ndarray, width: int) -> np.ndarray:
+        """Decode one sequence given as its token embeddings (n_tokens x n_embd floats; the
+        model adds positions and token types itself) instead of token ids; returns the first
+        `width` floats of its pooled output. A model whose vocabulary is held elsewhere
+        (models/e5_query.py) needs no tokenizer of llama.cpp's, which for a 250k-piece
+        vocabulary costs seconds to build at every load."""
+        from memcli.models import llama_lib
+
+        inputs = np.ascontiguousarray(inputs, dtype=np.float32)
+        n = len(inputs)
+        if n == 0 or n > self._batch_size or inputs.shape[1] != self.n_embd:
+            raise ModelError("token embeddings of the wrong shape for this model")
+        lib = self._lib
+        with self._lock:
+            llama_lib.silence(lib)
+            batch = getattr(self, "_embd_batch", None)
+            if batch is None:
+                batch = self._embd_batch = lib.llama_batch_init(self._batch_size, self.n_embd, 1)
+            import ctypes
+
+            ctypes.memmove(batch.embd, inputs.ctypes.data, inputs.nbytes)
+            for pos in range(n):
+                batch.pos[pos] = pos
+                batch.seq_id[pos][0] = 0
+                batch.n_seq_id[pos] = 1
+                batch.logits[pos] = True
+            batch.n_tokens = n
+            if self._memory:
+                lib.llama_memory_clear(self._memory, True)
+            code = lib.llama_decode(self._ctx, batch)
+            batch.n_tokens = 0
+            llama_lib.raise_deferred_interrupt()
+            if code != 0:
+                raise ModelError(f"llama.cpp could not decode (llama_decode returned {code})")
+            ptr = lib.llama_get_embeddings_seq(self._ctx, 0)
+            if not ptr:
+                raise ModelError("llama.cpp returned no pooled output for a sequence")
+            return np.ctypeslib.as_array(ptr, shape=(width,)).copy()
 
     def pack(self, lengths: Sequence[int], budget: int) -> list[list[int]]:
         """Group item indices (shortest first) into decodes of at most budget tokens each."""
@@ -349,13 +391,7 @@ class Embedder:
         seqs = [self._ids(t) for t in texts]
         for group in self._runner.pack([len(s) for s in seqs], self.token_budget):
             out[group] = self._runner.run([seqs[i] for i in group], self.dim)
-        if self.center is not None:
-            norms = np.linalg.norm(out, axis=1, keepdims=True)
-            np.divide(out, norms, out=out, where=norms > 0)
-            out -= self.center
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        np.divide(out, norms, out=out, where=norms > 0)
-        return out
+        return finish_vectors(out, self.center)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for stored texts (passages), shape (len(texts), dim), rows of unit length;
@@ -369,6 +405,18 @@ class Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_queries([text])[0]
+
+
+def finish_vectors(out: np.ndarray, center: np.ndarray | None) -> np.ndarray:
+    """Pooled outputs (in place) as stored vectors: unit length, minus the model's centre
+    (then unit length again) when it has one."""
+    if center is not None:
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        out -= center
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    np.divide(out, norms, out=out, where=norms > 0)
+    return out
 
 
 def _read_center(meta: dict[str, str], dim: int, path: Path) -> np.ndarray | None:
@@ -422,7 +470,7 @@ def builtin_path(name: str) -> Path:
     return default_embedder_path()
 
 
-_cache: dict[Path, Embedder] = {}
+_cache: dict[Path, Any] = {}
 _cache_lock = threading.Lock()
 # One lock per spec, held while it resolves (converting a built-in the first time) and loads,
 # so a preload and the load that needs it do the work once, and another spec never waits.
@@ -463,6 +511,20 @@ def load_embedder(path: str | Path | None = None) -> Embedder:
     with _cache_lock:
         spec_lock = _spec_locks.setdefault(spec_key, threading.Lock())
     with spec_lock:
+        if spec_key == "multilingual-e5-small":
+            # Queries by the road that skips llama.cpp's 250k-piece tokenizer (e5_query.py).
+            from memcli.models.e5 import e5_query_files
+            from memcli.models.e5_query import E5Embedder
+
+            files = e5_query_files()
+            key = files[0].resolve()
+            with _cache_lock:
+                emb = _cache.get(key)
+            if emb is None:
+                emb = E5Embedder(*files)
+                with _cache_lock:
+                    emb = _cache.setdefault(key, emb)
+            return emb
         key = resolve_embedder_path(path).resolve()
         with _cache_lock:
             emb = _cache.get(key)

@@ -20,7 +20,7 @@ from memcli import fts, lang
 from memcli.recall.types import ARMS, ArmResult, Candidate
 
 # Arms whose lists come from the query's embedding (the graph expands the semantic hits).
-VECTOR_ARMS = ("semantic", "graph")
+VECTOR_ARMS = ("semantic", "graph", "document")
 # RecallSettings.fusion: what orders the candidates.
 FUSION_METHODS = ("scores", "rrf")
 

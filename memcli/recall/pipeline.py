@@ -29,7 +29,18 @@ from memcli.clock import local_to_utc, utc_to_local, utcnow
 from memcli.display import NO_WORDS, has_searchable_text, has_visible_text
 from memcli.errors import MemError
 from memcli.recall import budget as budget_mod
-from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
+from memcli.recall import (
+    document,
+    floor,
+    fusion,
+    graph,
+    keyword,
+    replies,
+    rerank,
+    scoring,
+    semantic,
+    temporal,
+)
 from memcli.recall.filters import FactFilter
 from memcli.recall.types import (
     ARMS,
@@ -247,7 +258,9 @@ def _recall_once(
         out.seconds = time.perf_counter() - t0
         return out
 
-    needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.vectors.has_vectors()
+    needs_vector = bool(wanted & {"semantic", "graph", "temporal", "document"}) and (
+        store.vectors.has_vectors()
+    )
     model: Any = None
     scan: Any = None
     submitted: list[Future] = []
@@ -296,8 +309,9 @@ def _recall_once(
                 temporal_future = start(temporal.run, known=facts, shared=scan)
             else:
                 arms["temporal"] = timed(temporal.run, ctx)
-        # The graph arm expands the semantic hits, so semantic runs whenever either is wanted.
-        sem = timed(semantic.run, ctx) if wanted & {"semantic", "graph"} else None
+        # The graph and document arms expand the semantic hits, so semantic runs whenever
+        # one of them is wanted.
+        sem = timed(semantic.run, ctx) if wanted & {"semantic", "graph", "document"} else None
         if "semantic" in wanted:
             arms["semantic"] = sem
         # The graph arm reads only links and entities, on a connection of its own.
@@ -311,6 +325,10 @@ def _recall_once(
             # main thread reads those meanwhile.
             known = frozenset(facts).union(h.fact_id for h in sem.hits)
             graph_future = start(graph.run, sem, known=known)
+        if "document" in wanted:
+            # On this connection, beside the graph arm: it reads the seeds' neighbours and
+            # their vectors, most of which the semantic arm has just read.
+            arms["document"] = timed(document.run, ctx, sem)
         if spread and "semantic" in arms:
             # The semantic hits' facts are read while the other arms run beside.
             t0 = time.perf_counter()
@@ -370,15 +388,29 @@ def _recall_once(
     timings["scoring"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    floor = budget_mod.block_floor()
+    # Nothing below the relevance floor is shown (--min-score replaces it).
+    applied = (
+        floor.floor_for(model, settings)
+        if options.min_score is None and ctx.query_vec is not None
+        else None
+    )
+    shown = ranked
+    if applied is not None:
+        shown = floor.apply(
+            store, bank_id, query, ctx.query_vec, ranked, applied, settings.keyword_cjk_terms
+        )
+    timings["floor"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    least = budget_mod.block_floor()
     results, used = budget_mod.fit(
-        ranked,
+        shown,
         options.max_tokens,
         lambda c: block_tokens(c.fact),
         options.limit,
         options.min_score,
-        floor,
-        lambda c: block_tokens_at_least(c.fact, floor - 1),
+        least,
+        lambda c: block_tokens_at_least(c.fact, least - 1),
     )
     chunks = _chunks(store, results, options) if options.include_chunks else []
     timings["budget"] = time.perf_counter() - t0
@@ -399,6 +431,8 @@ def _recall_once(
         chunks=chunks,
         limit=options.limit,
         min_score=options.min_score,
+        floor=applied,
+        passed=bool(shown) if applied is not None else None,
         notes={
             "rerank_cap": RERANK_CAPS[options.budget],
             "candidates_per_arm": limit,

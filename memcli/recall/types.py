@@ -14,7 +14,7 @@ from memcli.store import Fact
 from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan
 
-ARMS = ("semantic", "keyword", "graph", "temporal")
+ARMS = ("semantic", "keyword", "graph", "temporal", "document")
 TAG_MODES = TagsMatch.values()
 
 
@@ -106,6 +106,9 @@ class Candidate:
     final_rank: int = 0
     tokens: int = 0
     fact: Fact | None = None
+    # How far above the relevance floor (1.0 = on it), for the candidates the floor checked
+    # (recall/floor.py); None when no floor ran.
+    relevance: float | None = None
 
 
 @dataclass
@@ -127,6 +130,10 @@ class RecallResult:
     # The options the budget applied (the text output fits its header with them too).
     limit: int | None = None
     min_score: float | None = None
+    # The relevance floor applied (recall/floor.py; None: none, or --min-score instead) and
+    # whether any candidate passed it.
+    floor: Any = None
+    passed: bool | None = None
 
     def to_json(self, trace: bool = False) -> dict[str, Any]:
         """The JSON contract (`mem recall --format json`, the MCP recall tool)."""

@@ -26,7 +26,16 @@ from memcli.store.core import StoreCore
 from memcli.store.entities import EntitiesPart
 from memcli.store.protocol import SelectionLike
 from memcli.store.search import filter_sql
-from memcli.store.types import PAGE, Fact, batched, id_json, iso, marks, stored_json
+from memcli.store.types import (
+    PAGE,
+    Fact,
+    batched,
+    id_json,
+    iso,
+    marks,
+    parse_iso,
+    stored_json,
+)
 from memcli.store.vectors import VectorsPart
 
 # One probe of the facts_context index per candidate name (see contexts_among).
@@ -331,6 +340,24 @@ class FactsPart:
                 if 0 <= gap * 24 <= max_gap_hours:
                     out[fid] = after
         return out
+
+    def fact_neighbourhoods(
+        self, bank_id: int, fact_ids: Sequence[int], radius: int
+    ) -> list[tuple[int, int | None, datetime]]:
+        """Every fact of the bank whose id is within `radius` of one of fact_ids, as (id,
+        document row, said at), in id order: the neighbours of each in its conversation (a
+        retain call stores items in order, so within one bank and document consecutive ids
+        are consecutive things said; the document arm reads them). One statement, a range
+        probe of the primary key per seed: no table of its own to go stale."""
+        if not fact_ids or radius < 0:
+            return []
+        rows = self.conn.execute(
+            "SELECT DISTINCT f.id, f.document_id, f.mentioned_at FROM json_each(?) AS j "
+            "JOIN facts f ON f.id BETWEEN j.value - ? AND j.value + ? "
+            "WHERE f.bank_id = ? ORDER BY f.id",
+            (id_json(fact_ids), int(radius), int(radius), bank_id),
+        ).fetchall()
+        return [(fid, doc, parse_iso(said)) for fid, doc, said in rows]
 
     def contexts_among(self, bank_id: int, candidates: Sequence[str]) -> list[str]:
         """The contexts (who said it, where it came from) of one bank that equal one of

@@ -180,6 +180,13 @@ class Facts(Protocol):
         max_gap_hours later."""
         ...
 
+    def fact_neighbourhoods(
+        self, bank_id: int, fact_ids: Sequence[int], radius: int
+    ) -> list[tuple[int, int | None, datetime]]:
+        """Every fact of the bank whose id is within radius of one of fact_ids, as (id,
+        document row, said at), in id order (the document arm's windows)."""
+        ...
+
     def contexts_among(self, bank_id: int, candidates: Sequence[str]) -> list[str]:
         """The bank's contexts equal to one of candidates, ignoring ASCII case."""
         ...
@@ -302,6 +309,11 @@ class Vectors(Protocol):
     def vectors_for(
         self, fact_ids: Sequence[int], bank_id: int | None = None
     ) -> dict[int, np.ndarray]: ...
+    def fact_vectors(self, bank_id: int, fact_ids: Sequence[int]) -> np.ndarray | None:
+        """The stored vectors of these facts of the bank as a matrix in their order (a row
+        of zeros for one without), or None when the bank has none to read."""
+        ...
+
     def prepare_vector_search(self, bank_id: int) -> VectorSearchHandle | None:
         """Get ready to search the bank (a recall does it while its model loads); a handle
         another connection of this process may search with (search_with), or None."""

@@ -664,6 +664,21 @@ class VectorsPart:
         else:
             self._adopted[bank_id] = scan
 
+    def fact_vectors(self, bank_id: int, fact_ids: Sequence[int]) -> Any:
+        """The stored vectors of these facts of the bank (a row of zeros for one that has
+        none), read through the bank's scan, which keeps the ones a search just read; None
+        when there are no vectors or the table is not laid out for the scan."""
+        scan = self._bank_scan(bank_id) if self.has_vectors() else None
+        if scan is None:
+            return None
+        ids = list(fact_ids)
+        rows = scan.rows_of(ids)
+        out = np.zeros((len(ids), scan.dim), dtype=np.float32)
+        have = [i for i, f in enumerate(ids) if f in rows]
+        if have:
+            out[have] = scan.floats(np.array([rows[ids[i]] for i in have]), self.conn)
+        return out
+
     def forget_scans(self) -> None:
         """Drop the cached bank scans: this connection deleted or moved vectors, dropped the
         table, or rolled back writes the scans were told about."""

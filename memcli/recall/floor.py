@@ -1,0 +1,111 @@
+"""The relevance floor: knowing when nothing is relevant.
+
+Every base score recall orders by is relative (a fusion score as a share of the best one), so
+the top candidate of a question about something never said scores like the top candidate of
+a good question. The floor asks an absolute question of each candidate instead: is it close
+enough to the query to count as about it? A candidate passes when
+
+- its vector's cosine to the query reaches the embedder's calibrated floor (COSINE_FLOORS,
+  measured per model on the dev sets: bench/RESULTS.md), or
+- its own words (text, speaker, entity names) hold at least KEYWORD_COVERAGE of the query's
+  search terms, which keeps an exact match the embedder cannot see (a code, a rare name).
+
+Its relevance is the larger of the two as a share of its floor, so 1.0 is the floor itself
+and `passes` is relevance >= 1. Candidates below it are not shown; a question none of whose
+candidates passes gets no memories (an agent then says it does not know, instead of
+answering from the least bad ones). `--min-score` replaces the floor.
+
+A model whose floor is not known (a GGUF the user brought) has none: its cosines are on a
+scale nobody measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memcli import fts
+from memcli.recall.types import Candidate
+
+# Cosine floors per model (its own name, GGUF general.name), calibrated on the dev sets so
+# that 97% of answerable questions keep their best gold item (bench/calibrate_floor.py).
+COSINE_FLOORS: dict[str, float] = {"multilingual-e5-small": 0.366}
+# Share of the query's search terms a candidate's own words must hold to pass on words alone.
+KEYWORD_COVERAGE = 1.0
+# Candidates checked at most (in final order): far more than a 4096-token budget holds.
+CHECKED = 200
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The floor a recall applied: the cosine floor of its embedder and the share of query
+    terms that passes on words alone."""
+
+    cosine: float
+    keyword: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"cosine": self.cosine, "keyword": self.keyword}
+
+
+def floor_for(model: Any, settings: Any) -> Floor | None:
+    """The floor for this embedder: the setting when given, else the calibrated one of the
+    model, else none (an unknown model's cosines are on an unmeasured scale)."""
+    cosine = settings.floor_cosine
+    if cosine is None:
+        name = getattr(model, "name", None)
+        cosine = COSINE_FLOORS.get(name) if name else None
+    if cosine is None:
+        return None
+    return Floor(float(cosine), float(settings.floor_keyword_coverage))
+
+
+def apply(
+    store: Any,
+    bank_id: int,
+    query: str,
+    query_vec: Any,
+    ranked: Sequence[Candidate],
+    floor: Floor,
+    cjk_terms: str = "both",
+) -> list[Candidate]:
+    """Set each checked candidate's relevance and return those that pass, in order."""
+    head = list(ranked[:CHECKED])
+    if not head:
+        return []
+    if query_vec is not None:
+        vectors = store.vectors.fact_vectors(bank_id, [c.fact_id for c in head])
+    else:
+        vectors = None
+    if vectors is not None:
+        cosines = vectors @ np.asarray(query_vec, dtype=np.float32)
+    else:
+        cosines = np.zeros(len(head), dtype=np.float32)
+    for c, cos in zip(head, cosines):
+        c.relevance = float(cos) / floor.cosine if floor.cosine > 0 else float("inf")
+    failing = [c for c in head if c.relevance < 1.0]
+    if failing and floor.keyword <= 1.0:
+        coverage = term_coverage(store, query, [c.fact_id for c in failing], cjk_terms)
+        for c in failing:
+            share = coverage.get(c.fact_id, 0.0)
+            if floor.keyword > 0:
+                c.relevance = max(c.relevance, share / floor.keyword)
+    return [c for c in head if c.relevance >= 1.0]
+
+
+def term_coverage(
+    store: Any, query: str, fact_ids: Sequence[int], cjk_terms: str = "both"
+) -> dict[int, float]:
+    """For each fact, the share of the query's search terms (fts.query_terms: stop words
+    dropped, CJK as characters and pairs) that its own words hold."""
+    terms = list(dict.fromkeys(fts.query_terms(query, cjk_terms)))
+    if not terms or not fact_ids:
+        return {}
+    counts = dict.fromkeys(fact_ids, 0)
+    for term in terms:
+        for fid in store.search.own_words_match(list(fact_ids), [term]):
+            counts[fid] += 1
+    return {fid: n / len(terms) for fid, n in counts.items()}

@@ -1,0 +1,78 @@
+"""The relevance floor (recall/floor.py): nothing below it is shown, a question about nothing
+said gets nothing, an exact keyword match passes on its words, --min-score replaces it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from memcli.recall import RecallOptions, recall
+from memcli.recall.floor import COSINE_FLOORS, Floor, floor_for
+from memcli.retain import RetainItem
+from memcli.settings import RecallSettings
+
+NOW = datetime(2026, 11, 20)
+NOTES = [
+    "Booked the ferry to the island for the second week of June.",
+    "The dentist moved my appointment to Thursday afternoon.",
+    "Maya recommended a bakery near the station; their rye bread is great.",
+    "Parking permit renewal reference ZX41QK, due before the end of the month.",
+]
+
+
+def ask(store, embedder, query, **settings):
+    return recall(
+        store,
+        "default",
+        query,
+        RecallOptions(now=NOW, rerank=False),
+        embedder=embedder,
+        settings=RecallSettings(**settings),
+    )
+
+
+def test_the_floor_comes_from_the_model_or_the_setting(embedder):
+    class Named:
+        name = "multilingual-e5-small"
+
+    assert floor_for(Named(), RecallSettings()) == Floor(COSINE_FLOORS[Named.name], 1.0)
+    assert floor_for(Named(), RecallSettings(floor_cosine=0.5)).cosine == 0.5
+
+    # A model nobody calibrated has no floor, unless one is given.
+    class Unknown:
+        name = "someone-elses-model"
+
+    assert floor_for(Unknown(), RecallSettings()) is None
+    assert floor_for(Unknown(), RecallSettings(floor_cosine=0.2)) == Floor(0.2, 1.0)
+
+
+def test_below_the_floor_nothing_is_shown(store, remember, embedder):
+    remember([RetainItem(t, timestamp=NOW) for t in NOTES])
+    near = ask(store, embedder, "When is my dentist appointment?", floor_cosine=0.45)
+    assert near.floor is not None and near.passed is True
+    assert near.results and "dentist" in near.results[0].fact.text
+    assert all(c.relevance >= 1.0 for c in near.results)
+    far = ask(store, embedder, "At what temperature does bread boil?", floor_cosine=0.45)
+    assert far.ranked, "candidates were found"
+    assert far.passed is False and far.results == []
+    assert all(c.relevance < 1.0 for c in far.ranked[:10])
+
+
+def test_an_exact_keyword_match_passes_on_its_words(store, remember, embedder):
+    remember([RetainItem(t, timestamp=NOW) for t in NOTES])
+    # A code the embedder cannot read: low cosine, yet every term of the query is there.
+    found = ask(store, embedder, "ZX41QK", floor_cosine=0.9)
+    assert [c.fact.text for c in found.results] == [NOTES[3]]
+    assert found.results[0].relevance == 1.0
+
+
+def test_min_score_replaces_the_floor(store, remember, embedder):
+    remember([RetainItem(t, timestamp=NOW) for t in NOTES])
+    result = recall(
+        store,
+        "default",
+        "At what temperature does bread boil?",
+        RecallOptions(now=NOW, rerank=False, min_score=0.0),
+        embedder=embedder,
+        settings=RecallSettings(floor_cosine=0.45),
+    )
+    assert result.floor is None and result.passed is None and result.results
