@@ -514,11 +514,11 @@ def stats(
 
     with errors():
         stats = cli_memory().stats()
-    rows = stats.banks
-    days = [memory_days(r) for r in rows]
     if as_json:
         typer.echo(json.dumps(stats.to_json()))
         return
+    rows = stats.banks
+    days = [memory_days(r) for r in rows]
     typer.echo(stats.db)
     for r, span in zip(rows, days):
         fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""

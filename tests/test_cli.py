@@ -169,7 +169,7 @@ def test_recall_batch_jsonl_in_and_out(db_path, tmp_path):
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert [x["id"] for x in lines] == ["q1", "q2"]
     assert "Lisbon" in lines[0]["results"][0]["text"]
-    assert lines[1]["now"] == "2026-10-01T00:00:00" and len(lines[1]["results"]) == 1
+    assert lines[1]["now"] == "2026-10-01T00:00:00Z" and len(lines[1]["results"]) == 1
 
 
 def test_help_loads_no_model_and_is_fast():

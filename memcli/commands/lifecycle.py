@@ -5,6 +5,7 @@ refuses without --yes elsewhere."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -178,14 +179,16 @@ def show(
     """Show memories whole: times, validity, entities, links, correction history."""
     memory = cli_memory()
     with errors():
-        shown = [d.to_json() for d in memory.show(fact_ids)]
+        details = memory.show(fact_ids)
     memory.close()
     with _stdout_pipe():
         if output is Format.json:
-            _write_lines([_dumps(shown)])
+            _write_lines([_dumps([d.to_json() for d in details])])
         elif output is Format.jsonl:
-            _write_lines(_dumps(s) for s in shown)
+            _write_lines(_dumps(d.to_json()) for d in details)
         else:
+            # The text shows the stored times its own way (local time, calendar days).
+            shown = [dataclasses.asdict(d) for d in details]
             _write_lines(terminal_safe("\n\n".join(_show_text(s) for s in shown)).split("\n"))
 
 
@@ -622,16 +625,17 @@ def banks(
         return
     require_store(memory)
     with errors():
-        rows = [b.to_json() for b in memory.banks()]
+        infos = memory.banks()
     memory.close()
     from memcli.display import memory_days
 
+    rows = [dataclasses.asdict(b) for b in infos]
     spans = [memory_days(r) for r in rows]  # (which drops the rows' period flags)
     with _stdout_pipe():
         if output is Format.json:
-            _write_lines([_dumps(rows)])
+            _write_lines([_dumps([b.to_json() for b in infos])])
         elif output is Format.jsonl:
-            _write_lines(_dumps(r) for r in rows)
+            _write_lines(_dumps(b.to_json()) for b in infos)
         else:
             for r, days in zip(rows, spans):
                 fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
