@@ -79,9 +79,7 @@ def test_json_times_carry_an_offset_in_every_command(db_path, tmp_path, monkeypa
         "retain": json.loads(said.stdout),
         "correct": json.loads(correct.stdout),
         "recall": json.loads(
-            mem(
-                db_path, "recall", "Lisbon flight in May", "--format", "json", "--trace"
-            ).stdout
+            mem(db_path, "recall", "Lisbon flight in May", "--format", "json", "--trace").stdout
         ),
         "list": json.loads(mem(db_path, "list", "--include-invalid", "--format", "json").stdout),
         "show": json.loads(mem(db_path, "show", str(stored["id"]), "--format", "json").stdout),
