@@ -524,10 +524,10 @@ def test_text_output_shows_instants_in_local_time_with_their_offset(db_path, mon
     assert r.stdout.startswith('Memories relevant to "dentist", as of 2026-03-22'), r.stdout
     r = mem(db_path, "recall", "dentist", "--now", "2026-03-21T22:00:00Z", "--format", "md")
     assert "As of 2026-03-22." in r.stdout, r.stdout
-    # Machine output keeps naive UTC.
+    # Machine output keeps UTC, and says so (issue 33: an offset on every JSON time).
     r = mem(db_path, "show", "1", "--format", "json")
     (shown,) = json.loads(r.stdout)
-    assert shown["mentioned_at"] == "2026-03-21T20:00:00"
+    assert shown["mentioned_at"] == "2026-03-21T20:00:00Z"
 
 
 def test_stats_and_banks_show_the_days_of_the_first_and_last_memory_locally(db_path, monkeypatch):
@@ -544,7 +544,7 @@ def test_stats_and_banks_show_the_days_of_the_first_and_last_memory_locally(db_p
         assert "2026-02-28 .. 2026-03-01" in r.stdout, r.stdout
     r = mem(db_path, "banks", "--format", "json")
     (row,) = json.loads(r.stdout)
-    assert (row["first"], row["last"]) == ("2026-03-01T03:00:00", "2026-03-02T05:00:00")
+    assert (row["first"], row["last"]) == ("2026-03-01T03:00:00Z", "2026-03-02T05:00:00Z")
     # A memory about a stated day is dated by that day of the calendar, not shifted.
     r = mem(db_path, "retain", "The concert is on April 4.", "--at", "2026-03-02T06:00:00Z")
     assert r.exit_code == 0, r.output
