@@ -213,22 +213,31 @@ class ForgetResult:
     reopens: int
     counts: dict[str, int] | None
     preview: list[FactRecord]
+    # A guarded forget's preview (Memory.forget_guarded): what a second call must echo as
+    # `confirm` to remove these facts (None: nothing needs confirming).
+    token: str | None = None
 
     @classmethod
-    def of(cls, plan: Any, dry_run: bool, counts: dict[str, int] | None) -> ForgetResult:
+    def of(
+        cls, plan: Any, dry_run: bool, counts: dict[str, int] | None, token: str | None = None
+    ) -> ForgetResult:
         preview = [FactRecord.of(f) for f in plan.preview]
-        return cls(dry_run, list(plan.fact_ids), plan.reopens, counts, preview)
+        return cls(dry_run, list(plan.fact_ids), plan.reopens, counts, preview, token)
 
     def to_json(self) -> dict[str, Any]:
         from memcli.lifecycle import FORGET_COUNTS
 
         if self.dry_run:
-            return {
+            out = {
                 "dry_run": True,
                 "would_forget": self.fact_ids,
                 "would_reopen": self.reopens,
                 "facts": [f.to_json() for f in self.preview],
             }
+            if self.token is not None:
+                out["count"] = len(self.fact_ids)
+                out["confirm"] = self.token
+            return out
         return {
             "forgotten": self.fact_ids,
             "counts": self.counts or dict.fromkeys(FORGET_COUNTS, 0),
