@@ -10,7 +10,8 @@ from memcli.cliutil import state
 def mcp() -> None:
     """Serve mem to an AI agent over the Model Context Protocol (stdio).
 
-    Tools: retain, recall (and list, forget). The store and the models load once per server.
+    Tools: retain, recall, list, show, correct, forget, banks, stats. The store and the
+    models load once per server; reads run in parallel, writes one at a time.
     Add it to an MCP client's config as the command `mem` with the argument `mcp`.
 
     Example:  mem --db ~/notes/mem.db mcp
@@ -26,6 +27,7 @@ def mcp() -> None:
         reranker=configured("reranker"),
         budget=configured("budget"),
         max_tokens=configured("max_tokens"),
+        forget_limit=configured("forget_limit"),
     )
     mcp_server.serve(memory)
 
