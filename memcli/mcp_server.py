@@ -1,4 +1,4 @@
-"""`mem mcp`: mem's memory as a Model Context Protocol server over stdio.
+"""`mem mcp`: mem's memory as a Model Context Protocol server over stdio (or HTTP).
 
 Built on the official `mcp` SDK (2.x, whose FastMCP is now `MCPServer`): each tool is a typed
 Python function, so the SDK derives its JSON schema and validates arguments before our code
@@ -817,3 +817,131 @@ def _wire_error(exc: Exception) -> Any:
     return types.JSONRPCError(
         jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
     )
+
+
+# -- streamable HTTP ------------------------------------------------------------------------
+
+MCP_PATH = "/mcp"
+HEALTH_PATH = "/health"
+
+
+class HttpError(ValueError):
+    """A `--http` address or token that cannot be served (one line)."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """HOST:PORT ("127.0.0.1:8765", "[::1]:8765", "localhost:0") as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise HttpError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:8765)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether host names this machine only (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bearer_token(env_value: str | None, token_file: str | None) -> str | None:
+    """The token clients must send ($MEM_MCP_TOKEN, else the config's mcp_token_file)."""
+    if env_value:
+        token = env_value.strip()
+        where = "$MEM_MCP_TOKEN"
+    elif token_file:
+        where = f"mcp_token_file {token_file}"
+        try:
+            with open(token_file, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HttpError(f"cannot read the {where}: {getattr(exc, 'strerror', exc)}") from None
+    else:
+        return None
+    if not token or any(ch.isspace() for ch in token) or not token.isprintable():
+        raise HttpError(f"the {where} holds no usable token (one word of printable characters)")
+    if len(token) < 16:
+        raise HttpError(
+            f"the token of {where} is too short to guess-proof: use 16 characters or more"
+        )
+    return token
+
+
+def http_app(server: Any, token: str | None, host: str) -> Any:
+    """The server as an ASGI app: MCP's streamable HTTP at /mcp, a health check at /health,
+    and, with a token, `Authorization: Bearer TOKEN` checked on every request (the health
+    check's too) before anything else runs."""
+    import hmac
+
+    from starlette.responses import JSONResponse
+
+    @server.custom_route(HEALTH_PATH, methods=["GET"])
+    async def health(request: Any) -> Any:
+        return JSONResponse({"status": "ok", "server": "mem", "version": __version__})
+
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    if token is None:
+        return app
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                refusal = JSONResponse(
+                    {"error": "unauthorized: send Authorization: Bearer <the server's token>"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="mem"'},
+                )
+                await refusal(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def serve_http(memory: Any, address: str, token: str | None, announce: Any = None) -> None:
+    """Serve MCP over streamable HTTP at http://HOST:PORT/mcp until stopped (SIGINT or
+    SIGTERM): one Memory, so one store and one set of models, for every client. A token is
+    required for any address but loopback. `announce(url)` is told where it listens once
+    the socket is bound (port 0: the one the system chose)."""
+    import socket
+
+    import anyio
+    import uvicorn
+
+    host, port = parse_address(address)
+    if token is None and not is_loopback(host):
+        raise HttpError(
+            f"refusing to serve {host} without a token: anyone who can reach it could read "
+            "and forget the memory; set MEM_MCP_TOKEN or mcp_token_file (`mem config set "
+            "mcp_token_file PATH`), or bind 127.0.0.1"
+        )
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise HttpError(f"cannot listen on {address}: {exc.strerror or exc}") from None
+    bound_port = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    app = http_app(build_server(memory), token, host)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    web = uvicorn.Server(config)
+    if announce is not None:
+        announce(f"http://{shown_host}:{bound_port}{MCP_PATH}")
+    try:
+        anyio.run(web.serve, [sock])
+    finally:
+        sock.close()
+        memory.close()

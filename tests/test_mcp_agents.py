@@ -17,7 +17,7 @@ from memcli.tokens import count_tokens
 from tests.mcp_clients import connect, fact_count, fill_bank, text_of
 from tests.test_mcp import run
 
-TRANSPORTS = ["stdio"]
+TRANSPORTS = ["stdio", "http"]
 
 
 def sent_tokens(result: Any) -> int:
