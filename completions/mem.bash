@@ -46,7 +46,7 @@ _mem() {
             esac
             ;;
         "retain")
-            opts="--file -f --jsonl --at --context --tag --type --document --skip-invalid --append --json --supersedes --embedder"
+            opts="--file -f --jsonl --at --context --tag --type --document --skip-invalid --append --format --json --supersedes --embedder"
             case "$prev" in
                 --file|-f) files=1 ;;
                 --jsonl) choices=__value__ ;;
@@ -55,12 +55,13 @@ _mem() {
                 --tag) choices=__value__ ;;
                 --type) choices="world experience observation" ;;
                 --document) choices=__value__ ;;
+                --format) choices="text json" ;;
                 --supersedes) choices=__value__ ;;
                 --embedder) files=1 ;;
             esac
             ;;
         "recall")
-            opts="--budget --max-tokens --limit --type --tag --tags-match --now --include-chunks --no-include-chunks --max-chunk-tokens --reranker --no-rerank --no-boosts --arms --min-score --format --trace --no-trace --batch --as-of --embedder"
+            opts="--budget --max-tokens --limit --type --tag --tags-match --now --include-chunks --max-chunk-tokens --reranker --no-rerank --no-boosts --arms --min-score --format --trace --batch --as-of --embedder"
             case "$prev" in
                 --budget) choices="low mid high" ;;
                 --max-tokens) choices=__value__ ;;
@@ -80,10 +81,13 @@ _mem() {
             esac
             ;;
         "stats")
-            opts="--json"
+            opts="--format --json"
+            case "$prev" in
+                --format) choices="text json" ;;
+            esac
             ;;
         "bench")
-            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --out --strict --no-strict"
+            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --out --strict"
             case "$prev" in
                 --dataset) files=1 ;;
                 --format) choices="locomo longmemeval jsonl" ;;
@@ -153,17 +157,19 @@ _mem() {
             esac
             ;;
         "import")
-            opts="--into --reembed --embedder --json"
+            opts="--into --reembed --embedder --format --json"
             case "$prev" in
                 --into) choices=__value__ ;;
                 --embedder) choices=__value__ ;;
+                --format) choices="text json" ;;
             esac
             [[ -z "$choices" ]] && files=${files:-args}
             ;;
         "reembed")
-            opts="--embedder --json"
+            opts="--embedder --format --json"
             case "$prev" in
                 --embedder) choices=__value__ ;;
+                --format) choices="text json" ;;
             esac
             ;;
         "banks")
@@ -175,7 +181,10 @@ _mem() {
             esac
             ;;
         "mcp")
-            opts=""
+            opts="--http"
+            case "$prev" in
+                --http) choices=__value__ ;;
+            esac
             ;;
         "doctor")
             opts="--format"
@@ -191,7 +200,10 @@ _mem() {
             opts=""
             ;;
         "config show")
-            opts="--json"
+            opts="--format --json"
+            case "$prev" in
+                --format) choices="text json" ;;
+            esac
             ;;
         "config set")
             opts=""
@@ -200,13 +212,17 @@ _mem() {
             opts=""
             ;;
         "models")
-            opts="--json"
+            opts="--format --json"
             subs="add"
+            case "$prev" in
+                --format) choices="text json" ;;
+            esac
             ;;
         "models add")
-            opts="--as --json"
+            opts="--as --format --json"
             case "$prev" in
                 --as) choices="embedder reranker" ;;
+                --format) choices="text json" ;;
             esac
             [[ -z "$choices" ]] && files=${files:-args}
             ;;

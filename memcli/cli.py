@@ -22,6 +22,8 @@ from memcli.bench.command import bench as bench_command
 from memcli.cliparams import install as install_plain_params
 from memcli.cliutil import (
     Budget,
+    FormatTextJson,
+    JsonFlag,
     TagsMatch,
     configured,
     echo_after_commit,
@@ -29,15 +31,17 @@ from memcli.cliutil import (
     exit_interrupted,
     fail,
     fail_error,
+    flag_of,
     info,
     interrupt_reported,
     require_store,
     state,
+    wants_json,
 )
 from memcli.cliutil import memory as cli_memory
 from memcli.commands import register_commands
 from memcli.errors import MemError
-from memcli.helpstyle import add_examples, plain_value_names
+from memcli.helpstyle import add_examples, fit_help, plain_value_names
 from memcli.paths import file_identity, is_store_file
 
 app = typer.Typer(
@@ -155,8 +159,8 @@ def retain(
         list[str] | None,
         typer.Option(
             "--jsonl",
-            help='JSONL batch (path or -; repeatable): {"id","text","timestamp","context",'
-            '"tags","type","document_id","metadata"}, only text required.',
+            help='JSONL batch (path or -; repeatable): {"id", "text", "timestamp", "context", '
+            '"tags", "type", "document_id", "metadata"}, only text required.',
         ),
     ] = None,
     at: Annotated[
@@ -183,7 +187,8 @@ def retain(
             help="Add the items to their existing documents instead of replacing them.",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print what was stored as JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
     supersedes: Annotated[
         int | None,
         typer.Option("--supersedes", help="This corrects fact ID: close its validity."),
@@ -199,6 +204,7 @@ def retain(
     ] = None,
 ) -> None:
     """Remember text: split it into facts, find entities and dates, link and embed them."""
+    as_json = wants_json(as_json, output)
     from memcli import progress as progress_mod
     from memcli import render
     from memcli.ingest import InputError, decode_lines, items_from_jsonl, items_from_text
@@ -247,7 +253,9 @@ def retain(
             items.extend(batch)
             invalid += skipped
     except InputError as exc:
-        fail_error(exc)
+        # Input that was given and holds nothing (text of spaces, an empty file) is an
+        # error in the data (1), as an empty --jsonl is; no input at all is a usage error.
+        fail(exc.describe(flag_of))
     if not items:
         skipped = f" ({invalid} invalid lines skipped)" if invalid else ""
         if jsonl and not text and not file and not invalid:
@@ -327,7 +335,9 @@ def recall(
     now: Annotated[
         str | None, typer.Option(help="Reference time for recency and relative dates in the query.")
     ] = None,
-    include_chunks: Annotated[bool, typer.Option(help="Also print the source chunks.")] = False,
+    include_chunks: Annotated[
+        bool, typer.Option("--include-chunks", help="Also print the source chunks.")
+    ] = False,
     max_chunk_tokens: Annotated[int, typer.Option(help="Token budget for chunks.")] = 8192,
     reranker: Annotated[
         str | None, typer.Option(help="GGUF cross-encoder (RANK pooling); env MEM_RERANKER.")
@@ -350,7 +360,9 @@ def recall(
             show_default=False,
         ),
     ] = None,
-    trace: Annotated[bool, typer.Option(help="Show how each memory was ranked.")] = False,
+    trace: Annotated[
+        bool, typer.Option("--trace", help="Show how each memory was ranked.")
+    ] = False,
     batch: Annotated[
         str | None,
         typer.Option(help='JSONL of {"id","query","now"?,...options} (path or -); JSONL out.'),
@@ -371,7 +383,7 @@ def recall(
 ) -> None:
     """Recall the memories that best answer QUERY, sized to a token budget."""
     from memcli import render
-    from memcli.display import has_visible_text
+    from memcli.display import count, has_visible_text
     from memcli.recall.pipeline import collector_paused
 
     if (query is None) == (batch is None):
@@ -475,7 +487,8 @@ def recall(
         info(
             "no memories matched"
             if not result.ranked
-            else f"{len(result.ranked)} memories matched but none fit --max-tokens "
+            else f"{count(len(result.ranked), 'memory', 'memories')} matched but none fit "
+            "--max-tokens "
             f"{result.max_tokens} or --min-score"
         )
     if trace:
@@ -507,13 +520,17 @@ def _cut_by_budget(result: Any) -> bool:
 
 @app.command()
 def stats(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show the banks in the database and how much each holds."""
-    from memcli.display import memory_days
+    as_json = wants_json(as_json, output)
+    from memcli.display import count, memory_days
 
+    memory = cli_memory()
+    require_store(memory)
     with errors():
-        stats = cli_memory().stats()
+        stats = memory.stats()
     if as_json:
         typer.echo(json.dumps(stats.to_json()))
         return
@@ -523,7 +540,8 @@ def stats(
     for r, span in zip(rows, days):
         fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
         typer.echo(
-            f"  {r['bank']}: {r['facts']} facts, {r['entities']} entities, {r['links']} links, "
+            f"  {r['bank']}: {count(r['facts'], 'fact')}, "
+            f"{count(r['entities'], 'entity', 'entities')}, {count(r['links'], 'link')}, "
             f"{span}, "
             f"embedder {r['embedder'] or 'none yet'}{fp}"
         )
@@ -539,6 +557,7 @@ app.command("bench")(bench_command)
 register_commands(app)
 # Value names instead of Python types, and an example per command, in every --help.
 plain_value_names()
+fit_help()
 add_examples(app)
 install_plain_params()
 

@@ -25,7 +25,7 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
     """The memories for query as the text `mem recall` prints into a pipe."""
     from memcli import render
     from memcli.config import Settings
-    from memcli.display import has_visible_text
+    from memcli.display import count, has_visible_text
     from memcli.memory import Memory
 
     if not query or not has_visible_text(query):
@@ -64,7 +64,8 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
         day = utc_to_local(result.now).date()
         return f'No memories relevant to "{query}" were found (as of {day}).'
     return (
-        f'{len(result.ranked)} memories matched "{query}" but none fit {max_tokens} tokens '
+        f'{count(len(result.ranked), "memory", "memories")} matched "{query}" but none fit '
+        f"{max_tokens} tokens "
         "with the header line (raise MEM_MAX_TOKENS)."
     )
 

@@ -201,7 +201,9 @@ def bench(
     ] = None,
     strict: Annotated[
         bool,
-        typer.Option(help="Exit 1 when the dataset is missing or no question could be scored."),
+        typer.Option(
+            "--strict", help="Exit 1 when the dataset is missing or no question could be scored."
+        ),
     ] = False,
 ) -> None:
     """Benchmark recall on a dataset: where gold evidence is lost (retrieval, ranking, budget).

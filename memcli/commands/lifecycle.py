@@ -19,6 +19,8 @@ from typing import Annotated, Any
 import typer
 
 from memcli.cliutil import (
+    FormatTextJson,
+    JsonFlag,
     TagsMatch,
     echo_after_commit,
     errors,
@@ -27,9 +29,10 @@ from memcli.cliutil import (
     info,
     require_store,
     state,
+    wants_json,
 )
 from memcli.cliutil import memory as cli_memory
-from memcli.display import one_line, terminal_safe
+from memcli.display import count, one_line, terminal_safe
 
 
 class Format(str, Enum):
@@ -326,17 +329,18 @@ def forget(
             shown = memory.forget(sel, plan=plan, dry_run=True)
             _print_plan(shown, Format.text, dry_run=False, to_stderr=True)
         _confirm(
-            f"Forget {n} facts from bank {state.bank!r}? This cannot be undone.",
+            f"Forget {count(n, 'fact')} from bank {state.bank!r}? This cannot be undone.",
             yes,
-            f"refusing to forget {n} facts",
+            f"refusing to forget {count(n, 'fact')}",
         )
         done = memory.forget(sel, plan=plan)
     memory.close()
     counts = done.counts or {}
     if output is Format.text:
         info(
-            f"forgot {counts['facts']} facts ({counts['links']} links, {counts['entities']} "
-            f"entities, {counts['chunks']} chunks, {counts['documents']} documents)"
+            f"forgot {count(counts['facts'], 'fact')} ({count(counts['links'], 'link')}, "
+            f"{count(counts['entities'], 'entity', 'entities')}, "
+            f"{count(counts['chunks'], 'chunk')}, {count(counts['documents'], 'document')})"
             + (f"; {counts['reopened']} corrected facts valid again" if counts["reopened"] else "")
         )
     else:
@@ -358,7 +362,7 @@ def _print_plan(plan: Any, output: Format, dry_run: bool, to_stderr: bool = Fals
         typer.echo(f"... and {more} more", err=to_stderr)
     if plan.fact_ids and dry_run:
         reopen = f"; {plan.reopens} corrected facts would be valid again" if plan.reopens else ""
-        info(f"dry run: would forget {len(plan.fact_ids)} facts{reopen}")
+        info(f"dry run: would forget {count(len(plan.fact_ids), 'fact')}{reopen}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -444,8 +448,9 @@ def export(
     c = seen["counts"]
     where = f" to {output_file}" if output_file else ""
     info(
-        f"exported bank {name!r}{where}: {c['facts']} facts, {c['documents']} documents, "
-        f"{c['chunks']} chunks, {c['entities']} entities, {c['links']} links"
+        f"exported bank {name!r}{where}: {count(c['facts'], 'fact')}, "
+        f"{count(c['documents'], 'document')}, {count(c['chunks'], 'chunk')}, "
+        f"{count(c['entities'], 'entity', 'entities')}, {count(c['links'], 'link')}"
         + (", with vectors" if seen["vectors"] else "")
     )
 
@@ -466,9 +471,11 @@ def import_bank(
         str | None,
         typer.Option("--embedder", help="Model for the bank (default: the one the file names)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Import a `mem export` file into a new bank, in one transaction (all or nothing)."""
+    as_json = wants_json(as_json, output)
     from memcli import exchange
     from memcli import progress as progress_mod
 
@@ -530,8 +537,9 @@ def import_bank(
     renumbered = f"; new ids for {', '.join(report.renumbered)}" if report.renumbered else ""
     embedded = f", {report.embedded} embedded" if report.embedded else ", vectors from the file"
     info(
-        f"imported bank {report.bank!r}: {c['facts']} facts{embedded}, {c['documents']} "
-        f"documents, {c['chunks']} chunks, {c['entities']} entities, {c['links']} links in "
+        f"imported bank {report.bank!r}: {count(c['facts'], 'fact')}{embedded}, "
+        f"{count(c['documents'], 'document')}, {count(c['chunks'], 'chunk')}, "
+        f"{count(c['entities'], 'entity', 'entities')}, {count(c['links'], 'link')} in "
         f"{report.seconds:.1f}s{renumbered}"
     )
 
@@ -544,9 +552,11 @@ def reembed(
         str | None,
         typer.Option("--embedder", help="GGUF embedding model (default: $MEM_EMBEDDER or MiniLM)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Re-embed every fact of the bank with another model, in resumable batches."""
+    as_json = wants_json(as_json, output)
     from memcli import progress as progress_mod
 
     bars = ExitStack()
@@ -555,7 +565,7 @@ def reembed(
     def on_total(total: int, staged: int) -> None:
         nonlocal advance
         if staged:
-            info(f"resuming: {staged} of {total} facts were re-embedded by an earlier run")
+            info(f"resuming: {staged} of {count(total, 'fact')} were re-embedded by an earlier run")
         advance = bars.enter_context(progress_mod.bar(total - staged, "re-embedding"))
 
     memory = cli_memory()
@@ -572,14 +582,14 @@ def reembed(
     if report.interrupted:
         done = report.resumed + report.embedded
         info(
-            f"interrupted: {done} of {report.facts} facts re-embedded so far (kept); the bank "
-            f"still uses its old vectors. Run the same `mem reembed` again to finish"
+            f"interrupted: {done} of {count(report.facts, 'fact')} re-embedded so far (kept); "
+            f"the bank still uses its old vectors. Run the same `mem reembed` again to finish"
         )
         exit_interrupted()
     fp = f" ({report.fingerprint[:12]})" if report.fingerprint else ""
     info(
-        f"re-embedded {report.facts} facts of bank {report.bank!r} with {report.embedder}{fp} "
-        f"in {report.seconds:.1f}s"
+        f"re-embedded {count(report.facts, 'fact')} of bank {report.bank!r} with "
+        f"{report.embedder}{fp} in {report.seconds:.1f}s"
     )
 
 
@@ -610,15 +620,17 @@ def banks(
         with errors(renames={"bank": "--delete"}):
             n = memory.bank_size(delete)
             _confirm(
-                f"Delete bank {delete!r} and its {n} facts? This cannot be undone.",
+                f"Delete bank {delete!r} and its {count(n, 'fact')}? This cannot be undone.",
                 yes,
-                f"refusing to delete bank {delete!r} ({n} facts)",
+                f"refusing to delete bank {delete!r} ({count(n, 'fact')})",
             )
             counts = memory.delete_bank(delete)
         if output is Format.text:
             info(
-                f"deleted bank {delete!r}: {counts['facts']} facts, {counts['documents']} "
-                f"documents, {counts['entities']} entities, {counts['links']} links"
+                f"deleted bank {delete!r}: {count(counts['facts'], 'fact')}, "
+                f"{count(counts['documents'], 'document')}, "
+                f"{count(counts['entities'], 'entity', 'entities')}, "
+                f"{count(counts['links'], 'link')}"
             )
         else:
             typer.echo(_dumps({"deleted": delete, "counts": counts}))
@@ -642,7 +654,8 @@ def banks(
                 span = days if r["first"] else "-"
                 note = f", re-embedding to {r['reembedding']}" if r["reembedding"] else ""
                 typer.echo(
-                    f"{r['bank']}: {r['facts']} facts, {r['documents']} documents, "
+                    f"{r['bank']}: {count(r['facts'], 'fact')}, "
+                    f"{count(r['documents'], 'document')}, "
                     f"embedder {r['embedder'] or 'none'}{fp}, {span}{note}"
                 )
 
