@@ -27,6 +27,8 @@ from typing import Any
 # runs; more readers than cores only queue on the CPU, and each keeps its own page cache and
 # vector scan.
 DEFAULT_READERS = 4
+# How long a read waits for a pooled connection before it opens one of its own.
+SLOT_WAIT_SECONDS = 5.0
 
 
 class ReadPool:
@@ -44,15 +46,22 @@ class ReadPool:
 
     @contextmanager
     def reader(self) -> Iterator[Any]:
-        """A read-only Store of the file, for this caller alone until the block ends."""
-        with self._slots:
+        """A read-only Store of the file, for this caller alone until the block ends. When
+        every slot stays taken for SLOT_WAIT_SECONDS (readers held by iterators nobody
+        finished), the caller gets a Store of its own, closed after: a read never waits
+        forever."""
+        slot = self._slots.acquire(timeout=SLOT_WAIT_SECONDS)
+        try:
             store = self._take()
             kept = False
             try:
                 yield store
-                kept = True
+                kept = slot
             finally:
                 self._give_back(store, kept)
+        finally:
+            if slot:
+                self._slots.release()
 
     def _take(self) -> Any:
         from memcli.paths import file_identity
