@@ -81,13 +81,15 @@ def fit(
     *,
     skip: bool = True,
     finish: Callable[[dict[str, Any], int], None] | None = None,
+    required: bool = True,
 ) -> tuple[dict[str, Any], int]:
     """(answer, n): `head` with `key` holding the n items that fit max_tokens as sent. With
     skip=False they are the first n of `items` (a page: the next one starts after them);
     with skip=True an item too big is passed over and the next ones tried, as recall fills
     its budget. `finish(answer, omitted)` may add fields that depend
     on what was kept (counted too). Raises BudgetTooSmall when there are items and not even
-    the first fits beside the head."""
+    the first fits beside the head; with required=False (the answer to a write that has
+    happened: what it wrote must be said, whatever the budget) it gives the head alone."""
     from memcli.tokens import count_tokens
 
     def whole(kept: list[dict[str, Any]]) -> dict[str, Any]:
@@ -98,6 +100,8 @@ def fit(
 
     frame = sent_tokens(whole([]))
     if frame > max_tokens:
+        if not required:
+            return whole([]), 0
         raise BudgetTooSmall(max_tokens, frame)
     room = max_tokens - frame
     kept: list[dict[str, Any]] = []
@@ -112,6 +116,6 @@ def fit(
     while kept and sent_tokens(answer) > max_tokens:  # the parts' counts were close, not exact
         kept.pop()
         answer = whole(kept)
-    if items and not kept:
+    if items and not kept and required:
         raise BudgetTooSmall(max_tokens, sent_tokens(whole(items[:1])))
     return answer, len(kept)

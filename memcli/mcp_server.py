@@ -234,6 +234,7 @@ def build_server(memory: Any) -> Any:
                 memory.max_tokens,
                 skip=False,
                 finish=lambda a, omitted: a.update(omitted=omitted) if omitted else None,
+                required=False,  # it is stored: the answer says so, whatever the budget
             )
             return answer
 
@@ -498,7 +499,7 @@ def build_server(memory: Any) -> Any:
                 return full
             head = {k: v for k, v in full.items() if k != "facts"}
             preview = [compact(f) for f in full["facts"]]
-            answer, _ = fit(head, "facts", preview, memory.max_tokens, skip=False)
+            answer, _ = fit(head, "facts", preview, memory.max_tokens, skip=False, required=False)
             return answer
 
         return _answer(await call(work))

@@ -245,13 +245,23 @@ def test_recall_defaults_come_from_the_settings(db_path, tmp_path):
         )
         async with Client(params) as client:
             await client.call_tool("retain", {"text": "The boiler was serviced by Anton."})
+            long_text = " ".join(
+                f"Pipe {i} of the boiler room was painted blue." for i in range(40)
+            )
             return (
                 await client.call_tool("recall", {"query": "boiler", "detail": True}),
                 await client.call_tool("recall", {"query": "boiler", "max_tokens": 900}),
                 await client.call_tool("stats", {}),
+                await client.call_tool("retain", {"text": long_text}),
             )
 
-    by_setting, by_argument, stats = run(session)
+    by_setting, by_argument, stats, long_retain = run(session)
+    # A write that happened says so within the budget, never as an error (a retry would
+    # store it again): the facts it could not list are counted.
+    assert not long_retain.is_error, text_of(long_retain)
+    answer = long_retain.structured_content
+    stored = answer["summary"]["facts"]
+    assert len(answer["stored"]) + answer["omitted"] == stored and answer["omitted"] > 0
     # The setting's budget is too small for the detailed answer, and says so.
     assert by_setting.is_error and "max_tokens 150" in text_of(by_setting)
     assert stats.structured_content["max_tokens"] == 150
