@@ -150,11 +150,17 @@ def banks_of_other_models(banks: list[Any], spec: str) -> list[tuple[str, str]]:
     from memcli.models.embedder import builtin_name
     from memcli.store.vectors import same_model_name
 
+    embedded = [bank for bank in banks if bank.embedder]
+    if not embedded:
+        return []
     wanted = builtin_name(spec)
     if wanted is None:  # a GGUF path: the model's own name, as a bank records it
-        wanted = read_gguf(Path(spec)).name or Path(spec).stem
+        try:
+            wanted = read_gguf(Path(spec)).name or Path(spec).stem
+        except ModelError:  # unreadable here: its file name is all there is to go by
+            wanted = Path(spec).stem
     at_odds = []
-    for bank in banks:
+    for bank in embedded:
         recorded = bank.embedder
         if recorded and not same_model_name(recorded, wanted):
             at_odds.append((bank.bank, recorded))
