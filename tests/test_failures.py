@@ -1601,7 +1601,7 @@ def test_running_an_interrupted_undated_import_again_adds_only_what_was_missing(
     # Dated items keep the rule: the same words with another timestamp are a new memory.
     dated = [{"id": "n0", "text": rows[0]["text"], "timestamp": "2024-01-01T00:00:00"}]
     r = mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "d.jsonl", dated)))
-    assert "1 facts stored" in r.stderr, r.stderr
+    assert "1 fact stored" in r.stderr, r.stderr
 
 
 def test_supersedes_with_several_items_is_a_usage_error(db_path, tmp_path):
@@ -1625,5 +1625,5 @@ def test_a_file_retained_again_on_another_day_is_a_new_memory(db_path, tmp_path)
     day.write_text("I went for a run in the park.")
     for _ in range(2):
         r = mem(db_path, "retain", "--file", str(day))
-        assert r.exit_code == 0 and "1 facts stored" in r.stderr, r.stderr
+        assert r.exit_code == 0 and "1 fact stored" in r.stderr, r.stderr
         time.sleep(1.1)  # the next second: another time said
