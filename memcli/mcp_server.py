@@ -116,6 +116,28 @@ def _annotations(title: str, hints: dict[str, bool]) -> Any:
     )
 
 
+# The links `show` lists of a fact (the strongest; the rest are counted), and how much of each
+# linked fact's text: a fact that 50 near-copies link to was more than 4,096 tokens alone.
+SHOWN_LINKS = 10
+LINKED_TEXT_CHARS = 120
+
+
+def _with_links(fact: dict[str, Any], shown: int) -> dict[str, Any]:
+    """A fact of `show` with its `shown` strongest links, their texts cut; links_omitted
+    counts the others."""
+    links = sorted(fact["links"], key=lambda link: -link["weight"])
+    kept = []
+    for link in links[:shown]:
+        text = link.get("other_text") or ""
+        if len(text) > LINKED_TEXT_CHARS:
+            text = text[: LINKED_TEXT_CHARS - 1].rstrip() + "…"
+        kept.append({**link, "other_text": text})
+    out = {**fact, "links": kept}
+    if len(links) > len(kept):
+        out["links_omitted"] = len(links) - len(kept)
+    return out
+
+
 def _answer(obj: dict[str, Any]) -> Any:
     """A tool's result: one line of compact JSON as text, and the same object as
     structuredContent (memcli/agentjson.py counts both against the budget)."""
@@ -381,9 +403,9 @@ def build_server(memory: Any) -> Any:
 
     @server.tool(
         name="show",
-        description="Show facts whole by id: times, validity, entities, links, and the "
-        "correction history (which fact replaced which). Fits max_tokens as sent; "
-        "`omitted_ids`: facts that did not fit.",
+        description="Show facts whole by id: times, validity, entities, its strongest links "
+        "(`links_omitted` counts the rest), and the correction history (which fact replaced "
+        "which). Fits max_tokens as sent; `omitted_ids`: facts that did not fit.",
         annotations=_annotations("Show facts", READ_ONLY),
     )
     async def show(
@@ -396,12 +418,18 @@ def build_server(memory: Any) -> Any:
     ) -> CallToolResult:
         def work(cancelled: Any) -> dict[str, Any]:
             details = [d.to_json() for d in memory.show(ids, bank=bank)]
+            tokens = budget_of(max_tokens)
 
             def finish(answer: dict[str, Any], omitted: int) -> None:
                 if omitted:
                     answer["omitted_ids"] = [d["id"] for d in details[len(details) - omitted :]]
 
-            answer, _ = fit({}, "facts", details, budget_of(max_tokens), skip=False, finish=finish)
+            try:
+                shown = [_with_links(d, SHOWN_LINKS) for d in details]
+                answer, _ = fit({}, "facts", shown, tokens, skip=False, finish=finish)
+            except agentjson.BudgetTooSmall:  # a fact linked to many: without its links
+                shown = [_with_links(d, 0) for d in details]
+                answer, _ = fit({}, "facts", shown, tokens, skip=False, finish=finish)
             return answer
 
         return _answer(await call(work))

@@ -163,8 +163,11 @@ def long_texts(n: int, words: int = 90) -> list[str]:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_answers_fit_their_token_budget_as_sent(transport, db_path, embedder):
-    """total_tokens said 4096 and the agent received 37,717 tokens; a default list was 9,910."""
-    fill_bank(db_path, embedder, long_texts(150))
+    """total_tokens said 4096 and the agent received 37,717 tokens; a default list was 9,910;
+    a show of a fact that 149 others link to was more than 4,096 tokens alone."""
+    ids = fill_bank(db_path, embedder, long_texts(150))
+    with Store(db_path) as store, store.atomic():
+        store.add_links((ids[0], other, "semantic", 0.8) for other in ids[1:])
 
     async def session() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -186,6 +189,7 @@ def test_answers_fit_their_token_budget_as_sent(transport, db_path, embedder):
                 offset = page.structured_content["next_offset"]
             out["pages"] = pages
             out["tiny"] = await client.call_tool("recall", {"query": "harbour", "max_tokens": 20})
+            out["show_hub"] = await client.call_tool("show", {"ids": [ids[0], ids[1]]})
         return out
 
     out = run(session)
@@ -217,6 +221,11 @@ def test_answers_fit_their_token_budget_as_sent(transport, db_path, embedder):
     assert listed == sorted(listed, reverse=True)
     assert len(pages) > 150 // 40
     assert out["tiny"].is_error and "max_tokens" in text_of(out["tiny"])
+    hub = out["show_hub"]
+    assert not hub.is_error, text_of(hub)
+    assert sent_tokens(hub) <= 4096
+    first = hub.structured_content["facts"][0]
+    assert len(first["links"]) + first["links_omitted"] == 149
 
 
 # -- the lifecycle, an empty memory ---------------------------------------------------------
