@@ -254,6 +254,9 @@ def test_tools_for_the_whole_lifecycle(db_path):
                 "retain",
                 {"text": "Ben moved to Hamburg.", "supersedes": out["hinted"]["id"]},
             )
+            for text in ("Trip notes: pack the charger.", "Trip notes: book the taxi."):
+                await client.call_tool("retain", {"text": text, "document_id": "trip"})
+            out["trip"] = await client.call_tool("list", {"document_id": "trip"})
             out["show"] = await client.call_tool("show", {"ids": [old_id]})
             out["stats"] = await client.call_tool("stats", {})
             out["banks"] = await client.call_tool("banks", {})
@@ -269,10 +272,13 @@ def test_tools_for_the_whole_lifecycle(db_path):
     (shown,) = out["show"].structured_content["facts"]
     assert shown["superseded_by"] == corrected["by"][0]
     assert [h["id"] for h in shown["history"]] == [out["old_id"], corrected["by"][0]]
+    # Through MCP a document only grows: the second retain did not replace the first.
+    trip = sorted(f["text"] for f in out["trip"].structured_content["facts"])
+    assert trip == ["Trip notes: book the taxi.", "Trip notes: pack the charger."]
     stats = out["stats"].structured_content
-    assert stats["bank"] == "default" and stats["facts"] == 4 and stats["forget_limit"] == 100
+    assert stats["bank"] == "default" and stats["facts"] == 6 and stats["forget_limit"] == 100
     (bank,) = out["banks"].structured_content["banks"]
-    assert bank["bank"] == "default" and bank["facts"] == 4
+    assert bank["bank"] == "default" and bank["facts"] == 6
     texts = [r["text"] for r in out["recall"].structured_content["results"]]
     assert "Ben works at Bosch in Stuttgart." in texts
     assert "Ben works at Siemens in Munich." not in texts  # closed by the correction
