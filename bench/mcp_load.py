@@ -14,11 +14,11 @@ the first --facts of them into DIR/base.db (`mem retain --jsonl`, once; kept for
 `recall`: for each transport, a copy of the base store and one server on it. Recall latency
 (each call as the client sees it, p50 / p95) for 1, 4 and 16 concurrent clients, first with
 the server otherwise idle, then while one more client imports --import-items new sentences
-(retain calls of 50 sentences each). Over stdio a server has one client session: the
-"clients" are concurrent callers on it (an agent host's parallel tool calls); over HTTP each
-client is a session of its own. Every recall's answer is counted as sent (its text content
-and its structuredContent as compact JSON, cl100k) against max_tokens. Questions:
-LongMemEval's, asked in turn.
+(one retain call a sentence, with its speaker and time). Over stdio a server has one client
+session: the "clients" are concurrent callers on it (an agent host's parallel tool calls);
+over HTTP each client is a session of its own. Every recall's answer is counted as sent (its
+text content and its structuredContent as compact JSON, cl100k) against max_tokens.
+Questions: LongMemEval's, asked in turn.
 
 `load`: one HTTP server on a copy of the base store; --clients clients make --calls mixed
 calls each at once (recall, retain, list, show, correct, forget, stats, banks), each keeping
@@ -88,11 +88,14 @@ def copy_store(base: Path, to: Path) -> Path:
     return to
 
 
-def import_texts(n: int, per_call: int = 50) -> list[str]:
-    """n sentences after the base store's, as texts of per_call sentences (one retain each)."""
-    items = load_sentences(DATASET)
-    fresh = [it["text"] for it in items[-n:]]
-    return [" ".join(fresh[i : i + per_call]) for i in range(0, len(fresh), per_call)]
+def import_items(n: int) -> list[dict]:
+    """The last n sentences of the dataset (none of them in the base store), as retain
+    arguments: one item a call, with its speaker and time, as an agent importing a chat
+    would send them."""
+    return [
+        {"text": it["text"], "context": it["context"], "at": it["timestamp"]}
+        for it in load_sentences(DATASET)[-n:]
+    ]
 
 
 # -- servers and clients --------------------------------------------------------------------
@@ -180,12 +183,12 @@ async def recall_phase(
     return latencies
 
 
-async def run_import(client: Any, texts: list[str], state: dict[str, Any]) -> None:
-    """One client retains every text in turn (the import beside the recalls)."""
+async def run_import(client: Any, items: list[dict], state: dict[str, Any]) -> None:
+    """One client retains every item in turn (the import beside the recalls)."""
     t0 = time.perf_counter()
     stored = 0
-    for text in texts:
-        done = await client.call_tool("retain", {"text": text})
+    for item in items:
+        done = await client.call_tool("retain", item)
         if done.is_error:
             raise SystemExit(f"retain failed: {done.content[0].text}")
         stored += done.structured_content["summary"]["facts"]
@@ -195,7 +198,7 @@ async def run_import(client: Any, texts: list[str], state: dict[str, Any]) -> No
 
 async def run_recall(transport: str, db: Path, args: argparse.Namespace) -> list[dict]:
     queries = [q for q, _ in load_queries(DATASET, 200, random.Random(7))]
-    texts = import_texts(args.import_items)
+    texts = import_items(args.import_items)
     rows: list[dict] = []
     server = HttpServer(db) if transport == "http" else None
     counts = [int(c) for c in args.clients.split(",")]
@@ -225,9 +228,11 @@ async def run_recall(transport: str, db: Path, args: argparse.Namespace) -> list
                         await asyncio.sleep(2.0)  # the import is under way
                     for n in counts:
                         tokens: list[tuple[int, int]] = []
-                        per_client = max(4, args.recalls // n)
+                        per_client = max(8, args.recalls // n)
+                        # HTTP: n sessions; stdio: n callers on the one session.
+                        callers = sessions[:n] if server else [first] * n
                         t0 = time.perf_counter()
-                        lat = await recall_phase(sessions[:n], queries, per_client, tokens)
+                        lat = await recall_phase(callers, queries, per_client, tokens)
                         rows.append(
                             {
                                 "transport": transport,
@@ -251,6 +256,7 @@ async def run_recall(transport: str, db: Path, args: argparse.Namespace) -> list
                             {
                                 "transport": transport,
                                 "phase": "import",
+                                "items": len(texts),
                                 "facts": import_state["facts"],
                                 "seconds": round(import_state["seconds"], 1),
                             }
