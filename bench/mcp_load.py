@@ -5,6 +5,7 @@
                                    [--recalls 48] [--import-items 5000]
     python bench/mcp_load.py load   --dir DIR [--clients 16] [--calls 200]
     python bench/mcp_load.py recall --dir DIR --base-code OLD [--clients 1,4]  # before
+    python bench/mcp_load.py recall --dir DIR --one-call --import-items 2000  # one long retain
 
 Text: sentences of the user and assistant turns of LongMemEval's oracle split
 (../shared/datasets/longmemeval-oracle.json, read by path; bench/scale.py's load_sentences),
@@ -199,6 +200,8 @@ async def run_import(client: Any, items: list[dict], state: dict[str, Any]) -> N
 async def run_recall(transport: str, db: Path, args: argparse.Namespace) -> list[dict]:
     queries = [q for q, _ in load_queries(DATASET, 200, random.Random(7))]
     texts = import_items(args.import_items)
+    if args.one_call:  # the whole import as one long retain (a pasted file, a 5 MB note)
+        texts = [{"text": " ".join(item["text"] for item in texts)}]
     rows: list[dict] = []
     server = HttpServer(db) if transport == "http" else None
     counts = [int(c) for c in args.clients.split(",")]
@@ -403,6 +406,9 @@ def main() -> None:
     parser.add_argument("--import-items", type=int, default=5000)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument(
+        "--one-call", action="store_true", help="import the items as one retain of their text"
+    )
+    parser.add_argument(
         "--base-code",
         type=Path,
         help="serve (stdio) with the memcli package in this folder, e.g. `git archive "
@@ -420,7 +426,7 @@ def main() -> None:
         args.clients = args.clients or "1,4,16"
         rows = []
         for transport in args.transports.split(","):
-            tag = "-base" if BASE_CODE else ""
+            tag = ("-base" if BASE_CODE else "") + ("-one" if args.one_call else "")
             db = copy_store(base, args.dir / f"recall-{transport}{tag}.db")
             rows += asyncio.run(run_recall(transport, db, args))
         print(json.dumps(rows, indent=1))
