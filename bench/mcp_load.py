@@ -143,7 +143,13 @@ async def stdio_session(db: Path):
     env = {k: v for k, v in os.environ.items() if k.startswith(("MEM_", "HOME", "XDG_", "PATH"))}
     if BASE_CODE:  # another version of memcli, for a before/after in one run
         env["PYTHONPATH"] = BASE_CODE
-    params = StdioServerParameters(command=MEM[0], args=[*MEM[1:], "--db", str(db), "mcp"], env=env)
+    # (-m puts the working folder first on sys.path: for --base-code it must be that one.)
+    params = StdioServerParameters(
+        command=MEM[0],
+        args=[*MEM[1:], "--db", str(db), "mcp"],
+        env=env,
+        cwd=BASE_CODE or None,
+    )
     async with Client(params, read_timeout_seconds=900) as client:
         yield client
 
