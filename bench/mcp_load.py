@@ -66,7 +66,7 @@ def build(folder: Path, facts: int) -> Path:
     base = folder / "base.db"
     if base.exists():
         with Store(base, create=False) as store:
-            have = store.fact_count()
+            have = store.facts.fact_count()
         print(f"base store {base}: {have} facts (kept)", file=sys.stderr)
         return base
     folder.mkdir(parents=True, exist_ok=True)
@@ -289,7 +289,7 @@ async def run_load(db: Path, args: argparse.Namespace) -> dict:
     from memcli.store import Store
 
     with Store(db, create=False) as store:
-        base_count = store.fact_count()
+        base_count = store.facts.fact_count()
     queries = [q for q, _ in load_queries(DATASET, 100, random.Random(3))]
     server = HttpServer(db)
     unexpected: list[str] = []
@@ -363,10 +363,10 @@ async def run_load(db: Path, args: argparse.Namespace) -> dict:
         server.stop()
     lost, wrong = [], []
     with Store(db, create=False) as store:
-        total = store.fact_count()
+        total = store.facts.fact_count()
         for ledger in ledgers:
             ids = list(ledger["mine"]) + list(ledger["corrected"]) + ledger["forgotten"]
-            facts = store.facts_by_id(ids)
+            facts = store.facts.facts_by_id(ids)
             for fid, text in ledger["mine"].items():
                 fact = facts.get(fid)
                 if fact is None or fact.text != text or fact.invalid_at is not None:

@@ -21,6 +21,7 @@ from memcli import __version__
 from memcli.bench.command import bench as bench_command
 from memcli.cliparams import install as install_plain_params
 from memcli.cliutil import (
+    STDIN_CLOSED,
     Budget,
     FormatTextJson,
     JsonFlag,
@@ -69,7 +70,7 @@ def version_callback(value: bool) -> None:
 def main_options(
     ctx: typer.Context,
     db: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--db",
             metavar="FILE",
@@ -99,7 +100,13 @@ def main_options(
         # only keeps the global flags for `mem config show`.
         state.flags = {"db": str(db) if db else None, "bank": bank}
         return
-    state.db = Path(configured("db", str(db) if db else None)).expanduser()
+    from memcli.paths import store_location_problem
+
+    if db is not None and not db.strip():
+        fail("--db: the value is empty", 2)
+    if db is not None and store_location_problem(db):
+        fail(f"--db: {store_location_problem(db)}", 2)
+    state.db = Path(configured("db", db or None)).expanduser()
     state.bank = configured("bank", bank)
     from memcli.labels import bank_name_problem
 
@@ -127,15 +134,40 @@ def main_options(
 def _read_bytes(path: Path) -> tuple[bytes, str]:
     """A file's bytes ('-': stdin's) and its name for messages."""
     if str(path) == "-":
-        if stdin_closed():
+        if state.stdin_closed:
             fail(STDIN_CLOSED, 2)
         return sys.stdin.buffer.read(), "stdin"
     if is_store_file(path, state.db):
         fail(f"{path} is the store itself (or its log), not input to read")
     try:
         return path.read_bytes(), str(path)
+    except IsADirectoryError:
+        fail(f"{path} is a folder: `mem sync {path}` keeps a folder and the bank in step")
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror}")
+
+
+def _file_document(
+    path: Path, defaults: dict[str, Any], document: str | None, supersedes: int | None
+) -> Any:
+    """A --file as a document (memcli/sources/documents.py): its resolved path is its
+    document unless --document names one (a correction, --supersedes, has none)."""
+    from memcli.retain import RetainError
+    from memcli.sources.documents import file_document
+    from memcli.sources.markdown import NoteError
+
+    data, name = _read_bytes(path)
+    try:
+        body = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        fail(f"{name} is not UTF-8 text (bad byte at offset {exc.start})")
+    doc_id = document
+    if doc_id is None and supersedes is None:
+        doc_id = str(path.resolve())
+    try:
+        return file_document(str(path), data, body, defaults, doc_id)
+    except (NoteError, RetainError) as exc:
+        fail(str(exc))
 
 
 def _read_text_file(path: Path) -> str:
@@ -237,10 +269,16 @@ def retain(
                 texts.append((_read_text_file(Path("-")), None))
             else:
                 texts.append((" ".join(text), None))
+        file_docs = []
         for path in file or []:
-            texts.append((_read_text_file(path), str(path)))
+            if str(path) == "-":
+                texts.append((_read_text_file(path), str(path)))
+            else:
+                file_docs.append(_file_document(path, defaults, document, supersedes))
         for body, origin in texts:
             items.append(items_from_text(body, origin, defaults))
+        for doc in file_docs:
+            items.extend(doc.items)
         for path in jsonl or []:
             if not path:
                 fail("--jsonl needs a file path, or - for stdin", 2)
@@ -269,6 +307,7 @@ def retain(
     with errors(), progress_mod.bar(len(items), "retaining") as advance:
         result = memory.retain(
             items=items,
+            documents=file_docs,
             supersedes=supersedes,
             append=append,
             hints=as_json,
@@ -276,6 +315,11 @@ def retain(
             progress=advance,
         )
     memory.close()
+    for label in result.unchanged:
+        info(f"mem: {label} is as it was retained: skipped")
+    if result.unchanged and not result.summary.items:
+        info("nothing new to retain: every file is as it was retained")
+        return
     if as_json:
         echo_after_commit(render.dumps(result.to_json()), result.line())
     if result.warning:
@@ -625,9 +669,9 @@ def exit_now(code: object) -> NoReturn:
         print(code, file=sys.stderr)
         status = 1
     atexit._run_exitfuncs()
-    if "apsw" in sys.modules:
-        for conn in sys.modules["apsw"].connections():
-            conn.close()
+    store = sys.modules.get("memcli.store")  # loaded when a command opened a store
+    if store is not None:
+        store.close_all_connections()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -682,21 +726,8 @@ def _stdout_reader_gone() -> bool:
     return now is not None and now != _stdout_at_start and now == file_identity(os.devnull)
 
 
-_stdout_was_closed = False
 # The commands whose results are their output (`export` has -o, and says so itself).
 RESULT_COMMANDS = frozenset({"recall", "list", "show", "stats", "banks", "doctor"})
-_stdin_was_closed = False
-STDIN_CLOSED = "'-' reads stdin, which is closed: give a file instead"
-
-
-def stdin_closed() -> bool:
-    """Whether the caller closed stdin (`<&-`): sys.stdin is then an empty stand-in."""
-    return _stdin_was_closed
-
-
-def stdout_closed() -> bool:
-    """Whether the caller closed stdout (`>&-`): what is written there goes nowhere."""
-    return _stdout_was_closed
 
 
 def _writable(fd: int) -> bool:
@@ -757,10 +788,9 @@ def main() -> None:
         # COLUMNS=0 made --help print nothing (rich laid it out in no width): the terminal's
         # own width is asked instead.
         del os.environ["COLUMNS"]
-    global _stdout_was_closed, _stdin_was_closed
-    _stdout_was_closed = sys.stdout is None
-    _stdin_was_closed = sys.stdin is None
-    if _stdin_was_closed:
+    state.stdout_closed = sys.stdout is None
+    state.stdin_closed = sys.stdin is None
+    if state.stdin_closed:
         # Closed by the caller (`<&-`, a service without one): Python leaves it None, and
         # a question or a read of '-' failed with "unexpected AttributeError". It reads as
         # empty and is not a terminal; '-' names it closed (STDIN_CLOSED).
@@ -774,7 +804,7 @@ def main() -> None:
             # are not delivered, which is an error.
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     command = invoked_command(sys.argv[1:])
-    if _stdout_was_closed and command in RESULT_COMMANDS and "--help" not in sys.argv:
+    if state.stdout_closed and command in RESULT_COMMANDS and "--help" not in sys.argv:
         # Their results are the point: exit 0 having printed nothing read as "no memories".
         typer.echo("mem: error: stdout is closed: nothing would receive the results", err=True)
         exit_now(1)

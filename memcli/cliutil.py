@@ -59,6 +59,10 @@ class State:
     # The global flags as given (None: not given), for commands that resolve settings
     # themselves (`mem config show`).
     flags: dict[str, Any]
+    # Whether the caller closed stdin or stdout (`<&-`, `>&-`): Python leaves them None,
+    # and main() puts the null device in their place (memcli/cli.py).
+    stdin_closed: bool = False
+    stdout_closed: bool = False
 
     def __init__(self) -> None:
         self.sources = {}
@@ -66,6 +70,8 @@ class State:
 
 
 state = State()
+
+STDIN_CLOSED = "'-' reads stdin, which is closed: give a file instead"
 
 
 def configured(name: str, flag: Any = None) -> Any:
@@ -238,12 +244,14 @@ def echo_after_commit(text: str, done: str) -> None:
 
 def describe_unexpected(exc: BaseException) -> str:
     """One line for an error no command anticipated: what SQLite or the OS said, plainly."""
+    import sys
+
     name = type(exc).__name__
     if isinstance(exc, OSError) and exc.strerror:
         where = f" {exc.filename}" if exc.filename else ""
         return f"{exc.strerror}{where}"
-    module = type(exc).__module__
-    if module == "apsw" or name.endswith("Error") and "apsw" in module:
+    store = sys.modules.get("memcli.store")  # a database error comes from a loaded store
+    if store is not None and store.is_database_error(exc):
         return f"database error: {exc}"
     text = " ".join(str(exc).split()) or "no details"
     return f"unexpected {name}: {text} (run with MEM_DEBUG=1 for a traceback)"

@@ -30,8 +30,7 @@ ITEM_KEYS = {"id", "text", "timestamp", "context", "tags", "type", "document_id"
 
 def items_from_text(text: str, origin: str | None, defaults: dict[str, Any]) -> RetainItem:
     if not text.strip():
-        # A text given as an argument is a usage error; a file that holds nothing is not.
-        raise InputError(f"{origin or 'text'} is empty: nothing to retain", usage=origin is None)
+        raise InputError(f"{origin or 'text'} is empty: nothing to retain")
     _check_type(defaults.get("fact_type"), origin or "type")
     item = RetainItem(
         text=text,

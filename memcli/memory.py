@@ -118,7 +118,10 @@ class Memory:
         from memcli.paths import resolve_db_path
         from memcli.readpool import DEFAULT_READERS, ReadPool
 
-        self.db = resolve_db_path(db)
+        try:
+            self.db = resolve_db_path(db)
+        except ValueError as exc:
+            raise _usage(str(exc), "db") from None
         self.bank = self._bank_name(bank)
         # An explicit embedder (a built-in name or a GGUF path) wins over each bank's own.
         self.embedder_name = embedder
@@ -212,8 +215,8 @@ class Memory:
         from memcli.models import choice
         from memcli.models.embedder import load_embedder
 
-        bank_id = store.bank_id(bank) if store is not None else None
-        recorded = store.bank_embedder(bank_id)[0] if bank_id is not None else None
+        bank_id = store.banks.bank_id(bank) if store is not None else None
+        recorded = store.vectors.bank_embedder(bank_id)[0] if bank_id is not None else None
         spec = choice.for_bank(recorded, self.embedder_name, texts, bank=bank).spec
         return self._loaded(spec, load_embedder)
 
@@ -269,6 +272,10 @@ class Memory:
             raise _usage(problem, field)
         return bank
 
+    def require_bank_name(self, bank: str) -> str:
+        """A bank name checked (it need not exist yet)."""
+        return self._bank_name(bank)
+
     def _bank(self, bank: str | None) -> str:
         return self.bank if bank is None else self._bank_name(bank)
 
@@ -288,6 +295,7 @@ class Memory:
         source_id: str | None = None,
         supersedes: int | None = None,
         append: bool = False,
+        documents: Sequence[Any] = (),
         bank: str | None = None,
         hints: bool = True,
         invalid: int = 0,
@@ -315,8 +323,9 @@ class Memory:
         )
         batch: list[Any] = []
         if text is not None:
-            if not isinstance(text, str):
-                raise _usage("must be text", "text")
+            if not isinstance(text, str) or not text.strip():
+                # (The CLI reads input that holds nothing as a data error: memcli/ingest.py.)
+                raise _usage("is empty: nothing to retain", "text")
             item = items_from_text(text, None, defaults)
             item.metadata = metadata if metadata is not None else {}
             item.source_id = source_id
@@ -356,9 +365,29 @@ class Memory:
             model = self.embedder_for(None, bank, texts)
         stop_if(cancelled)
         with self.store(create=True, cancelled=cancelled) as store:
-            return self._retain_into(
-                store, bank, batch, model, supersedes, append, hints, invalid, progress, cancelled
+            sources: dict[str, Any] = {}
+            unchanged: list[str] = []
+            if documents and not append and supersedes is None:
+                from memcli.sources.documents import leave_out_unchanged
+
+                batch, sources, unchanged = leave_out_unchanged(store, bank, batch, documents)
+                if not batch:
+                    return RetainResult.nothing(unchanged)
+            result = self._retain_into(
+                store,
+                bank,
+                batch,
+                model,
+                supersedes,
+                append,
+                hints,
+                invalid,
+                progress,
+                sources,
+                cancelled,
             )
+            result.unchanged = unchanged
+            return result
 
     def item_defaults(
         self,
@@ -411,6 +440,7 @@ class Memory:
         hints: bool,
         invalid: int,
         progress: Callable[[int], None] | None,
+        sources: dict[str, Any] | None = None,
         cancelled: Callable[[], bool] | None = None,
     ) -> RetainResult:
         from memcli import lifecycle
@@ -418,11 +448,17 @@ class Memory:
         from memcli.retain import Retainer
 
         texts = [it.text for it in batch]
-        if model is None or store.bank_id(bank) is not None:
+        if model is None or store.banks.bank_id(bank) is not None:
             # (a bank another process made meantime has its own embedder)
             model = self.embedder_for(store, bank, texts)
         retainer = Retainer(
-            store, bank, model, keep_stored=True, append=append, should_stop=cancelled
+            store,
+            bank,
+            model,
+            keep_stored=True,
+            append=append,
+            document_sources=sources,
+            should_stop=cancelled,
         )
         retainer.summary.invalid = invalid
         if supersedes is None:
@@ -447,6 +483,99 @@ class Memory:
             # The older facts each new one may correct (a hint: `correct` acts).
             lifecycle.note_possible_supersessions(store, bank, summary.stored)
         return RetainResult.of(summary, language_warning(model, texts, bank))
+
+    # -- documents: files, folders, other tools' histories --------------------------------
+
+    def retain_documents(
+        self,
+        documents: Sequence[Any],
+        *,
+        bank: str | None = None,
+        progress: Callable[[int], None] | None = None,
+        on_total: Callable[[int], None] | None = None,
+    ) -> Any:
+        """Retain whole documents (memcli.sources.documents SourceDocument: a file, a
+        conversation of an imported history): a document retained before from the same
+        source is left out, a changed one replaced whole. `on_total` is told how many items
+        will be retained before the first is. Every item is checked before anything is
+        written (or a store made). Returns memcli.sources.documents.DocumentsReport."""
+        from memcli.retain import RetainError, check_item
+        from memcli.sources.documents import retain_documents, split_by_change
+
+        bank = self._bank(bank)
+        for doc in documents:
+            for item in doc.items:
+                try:
+                    check_item(item)
+                except RetainError as exc:
+                    raise RetainError(f"{doc.label}: {exc}") from None
+        with self.store(create=True) as store:
+            new, changed, _ = split_by_change(store, bank, documents)
+            todo = [i for d in (*new, *changed) for i in d.items]
+            if on_total:
+                on_total(len(todo))
+            sample = [i.text for i in todo[:200]]
+            return retain_documents(
+                store,
+                bank,
+                documents,
+                lambda: self.embedder_for(store, bank, sample),
+                progress=progress,
+            )
+
+    def plan_sync(
+        self,
+        root: str | os.PathLike[str],
+        globs: Sequence[str] | None = None,
+        *,
+        allow_empty: bool = False,
+        bank: str | None = None,
+    ) -> Any:
+        """What a sync of the folder `root` would add, replace and forget (nothing is
+        written): memcli.sources.sync.SyncPlan. The store's own files are never notes."""
+        from memcli.paths import is_store_file
+        from memcli.sources.sync import DEFAULT_GLOBS, check_root, plan_sync
+
+        bank = self._bank(bank)
+        folder = check_root(Path(root))
+        options = {
+            "skip": lambda path: is_store_file(path, self.db),
+            "allow_empty": allow_empty,
+        }
+        if not self.exists():
+            return plan_sync(None, bank, folder, list(globs or DEFAULT_GLOBS), **options)
+        with self.store(readonly=True) as store:
+            return plan_sync(store, bank, folder, list(globs or DEFAULT_GLOBS), **options)
+
+    def sync(
+        self,
+        plan: Any,
+        *,
+        bank: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> Any:
+        """Carry out a plan_sync plan: forget the documents of files that are gone (one
+        transaction), then retain the new and changed files whole. A plan made before the
+        store existed is made again against it. Returns memcli.sources.sync.SyncReport."""
+        from memcli.sources.sync import SyncReport, run_sync
+
+        bank = self._bank(bank)
+        if not (plan.add or plan.replace):
+            if not self.exists():
+                return SyncReport(plan=plan)
+        elif not self.exists():
+            with self.store(create=True):
+                pass
+            plan = self.plan_sync(plan.root, plan.globs, allow_empty=plan.allow_empty, bank=bank)
+        sample = [i.text for d in (*plan.add, *plan.replace) for i in d.items][:200]
+        with self.store() as store:
+            return run_sync(
+                store,
+                bank,
+                plan,
+                lambda: self.embedder_for(store, bank, sample),
+                progress=progress,
+            )
 
     # -- recall ---------------------------------------------------------------------------
 
@@ -649,7 +778,7 @@ class Memory:
         bank = self._bank_name(bank)
         self._require_store(bank)
         with self.reading() as store:
-            store.require_bank(bank)
+            store.banks.require_bank(bank)
 
     def _require_store(self, bank: str) -> None:
         """Raise for a store not made yet: there is nothing to act on (reads that can
@@ -790,10 +919,10 @@ class Memory:
         if not self.exists():
             return []
         with self.reading() as store, store.snapshot():
-            rows = store.bank_stats()
+            rows = store.banks.bank_stats()
             for row in rows:
-                bank_id = store.bank_id(row["bank"])
-                pending = store.reembed_state(bank_id) if bank_id is not None else None
+                bank_id = store.banks.bank_id(row["bank"])
+                pending = store.reembed.reembed_state(bank_id) if bank_id is not None else None
                 row["reembedding"] = pending["embedder"] if pending else None
         return [BankInfo(**row) for row in rows]
 
@@ -805,33 +934,33 @@ class Memory:
         self._require_store(old)
         with self.store() as store:
             check_bank_name(new)
-            bank_id = store.require_bank(old)
+            bank_id = store.banks.require_bank(old)
             with store.atomic():
-                store.rename_bank(bank_id, new)
+                store.banks.rename_bank(bank_id, new)
 
     def bank_size(self, name: str) -> int:
         """How many facts a bank holds (for a question before deleting it)."""
         self._bank_name(name)
         self._require_store(name)
         with self.reading() as store:
-            return store.fact_count(store.require_bank(name))
+            return store.facts.fact_count(store.banks.require_bank(name))
 
     def delete_bank(self, name: str) -> dict[str, int]:
         """Delete a bank and everything it holds, in one transaction."""
         self._bank_name(name)
         self._require_store(name)
         with self.store() as store:
-            bank_id = store.require_bank(name)
+            bank_id = store.banks.require_bank(name)
             with store.atomic():
-                return store.delete_bank(bank_id)
+                return store.banks.delete_bank(bank_id)
 
     def stats(self) -> Stats:
         """The store's path and what each bank holds (a store not made yet: no banks)."""
         if not self.exists():
             return Stats(db=str(self.db), embedder=None, banks=[])
         with self.reading() as store, store.snapshot():
-            rows = store.bank_stats()
-            embedder = store.get_meta("embedder")
+            rows = store.banks.bank_stats()
+            embedder = store.vectors.store_embedder()
         return Stats(db=str(self.db), embedder=embedder, banks=rows)
 
     def doctor(self, progress: Callable[[str], None] | None = None) -> list[Any]:

@@ -78,10 +78,10 @@ class ReadPool:
 
     def _open(self, identity: Any) -> Any:
         from memcli.paths import file_identity
-        from memcli.store import SCHEMA_VERSION, Store
+        from memcli.store import Store
 
         store = Store(self.path, create=False, readonly=True)
-        if store.version_at_open != SCHEMA_VERSION and store.writable():
+        if store.upgradable():
             store.close()
             self._upgrade()
             store = Store(self.path, create=False, readonly=True)
@@ -97,7 +97,7 @@ class ReadPool:
             store.abandon()
             return
         with self._lock:
-            if kept and store._mem_generation == self._generation and not store.conn.in_transaction:
+            if kept and store._mem_generation == self._generation and not store.in_transaction():
                 self._idle.append(store)
                 return
         store.close()

@@ -101,6 +101,14 @@ class RetainResult:
     # Not part of the JSON: a note for a person (mostly-CJK text into an English-only bank).
     warning: str | None = None
     line_text: str = ""
+    # Files left out as retained before from the same bytes (retain --file).
+    unchanged: list[str] = field(default_factory=list)
+
+    @classmethod
+    def nothing(cls, unchanged: list[str]) -> RetainResult:
+        """A retain that had nothing new: every file was as it was retained."""
+        counts = RetainSummary(0, 0, 0, 0, 0, 0, 0, 0, 0.0, False)
+        return cls([], counts, None, "0 items, 0 facts stored", list(unchanged))
 
     @classmethod
     def of(cls, summary: Any, warning: str | None = None) -> RetainResult:

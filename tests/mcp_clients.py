@@ -119,14 +119,14 @@ def fill_bank(
     rng = np.random.default_rng(7)
     ids = []
     with Store(db) as store, store.atomic():
-        bank_id = store.ensure_bank(bank, T0)
-        store.ensure_vectors(bank_id, embedder.name, embedder.fingerprint, embedder.dim)
+        bank_id = store.banks.ensure_bank(bank, T0)
+        store.vectors.ensure_vectors(bank_id, embedder.name, embedder.fingerprint, embedder.dim)
         for i, text in enumerate(texts):
             vector = rng.standard_normal(embedder.dim).astype(np.float32)
             vector /= np.linalg.norm(vector)
             at = T0 + timedelta(minutes=i)
             ids.append(
-                store.insert_fact(
+                store.facts.insert_fact(
                     bank_id=bank_id,
                     text=text,
                     context=None,
@@ -150,7 +150,7 @@ def fill_bank(
 
 def fact_count(db: Path) -> int:
     with Store(db) as store:
-        return store.fact_count()
+        return store.facts.fact_count()
 
 
 def text_of(result: Any) -> str:

@@ -50,7 +50,7 @@ def retain_items(db: Path, texts: list[str], *args: str):
 
 def bank_embedder(db: Path, bank: str = "default") -> str | None:
     with Store(db) as s:
-        return s.bank_embedder(s.require_bank(bank))[0]
+        return s.vectors.bank_embedder(s.banks.require_bank(bank))[0]
 
 
 # -- scripts -------------------------------------------------------------------------------
@@ -382,7 +382,7 @@ def test_a_cjk_date_off_the_calendar_stores_the_whole_import(tmp_path: Path) -> 
     assert out.exit_code == 0, out.output
     store = Store(db, create=False)
     try:
-        assert store.fact_count() == 71
+        assert store.facts.fact_count() == 71
     finally:
         store.close()
     for query, now in (

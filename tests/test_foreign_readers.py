@@ -62,7 +62,7 @@ def mapped_deleted(db: Path) -> bool:
 def test_a_reader_connection_keeps_the_locks_of_the_live_one(db_path):
     with Store(db_path) as store:
         with store.atomic():
-            store.set_meta("probe", "1")
+            store.core.set_meta("probe", "1")
         # What recall does: a pooled reader opened while the main connection is live, and
         # every file check a process makes of its own store.
         store.reader().close()
@@ -73,7 +73,7 @@ def test_a_reader_connection_keeps_the_locks_of_the_live_one(db_path):
         assert Path(f"{db_path}-wal").exists() and Path(f"{db_path}-shm").exists()
         assert not mapped_deleted(db_path)
         with store.atomic():
-            store.set_meta("after", "2")
+            store.core.set_meta("after", "2")
     with sqlite3.connect(db_path) as other:
         assert other.execute("select value from meta where key = 'after'").fetchone() == ("2",)
 

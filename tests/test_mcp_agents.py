@@ -167,7 +167,7 @@ def test_answers_fit_their_token_budget_as_sent(transport, db_path, embedder):
     a show of a fact that 149 others link to was more than 4,096 tokens alone."""
     ids = fill_bank(db_path, embedder, long_texts(150))
     with Store(db_path) as store, store.atomic():
-        store.add_links((ids[0], other, "semantic", 0.8) for other in ids[1:])
+        store.links.add_links((ids[0], other, "semantic", 0.8) for other in ids[1:])
 
     async def session() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -356,7 +356,7 @@ def test_a_long_retain_blocks_no_recall_and_a_cancelled_one_writes_nothing(db_pa
     texts = sorted(f["text"] for f in out["list"].structured_content["facts"])
     assert texts == ["The harbour closes at ten.", "The harbour opens at six."]
     with Store(db_path) as store:
-        assert store.fact_count() == 2
+        assert store.facts.fact_count() == 2
 
 
 def test_recalls_run_in_parallel_with_a_write(db_path, embedder):

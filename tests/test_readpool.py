@@ -21,7 +21,7 @@ def test_reads_do_not_wait_for_a_write_and_writes_wait_for_each_other(db_path):
 
     def long_write() -> None:
         with memory.store() as store, store.atomic():
-            store.set_meta("probe", "1")  # the write transaction is open and holds the lock
+            store.core.set_meta("probe", "1")  # the write transaction is open and holds the lock
             in_write.set()
             release.wait(60)
 

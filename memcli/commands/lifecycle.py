@@ -33,6 +33,7 @@ from memcli.cliutil import (
 )
 from memcli.cliutil import memory as cli_memory
 from memcli.display import count, one_line, terminal_safe
+from memcli.sources import IMPORT_FORMATS
 
 
 class Format(str, Enum):
@@ -42,6 +43,7 @@ class Format(str, Enum):
 
 
 FormatOpt = Annotated[Format, typer.Option("--format", help="text, json or jsonl.")]
+ImportFormat = Enum("ImportFormat", {f: f for f in IMPORT_FORMATS}, type=str)  # type: ignore[misc]
 TagOpt = Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable).")]
 TagsMatchOpt = Annotated[TagsMatch, typer.Option(help="How --tag selects.")]
 TypeOpt = Annotated[
@@ -230,6 +232,7 @@ def _show_text(s: dict[str, Any]) -> str:
         ),
         ("recorded", s["created_at"]),
         ("tags", ", ".join(one_line(t) for t in s["tags"]) or None),
+        ("section", _section(s["metadata"])),
         ("metadata", _dumps(s["metadata"]) if s["metadata"] else None),
         # Labels on one line each (stored before labels were checked, or imported).
         ("source id", s["source_id"] and one_line(s["source_id"])),
@@ -262,6 +265,14 @@ def _show_text(s: dict[str, Any]) -> str:
                 f"   {mark}{h['id']:>6}  from {h['valid_from']}{until}  {_cut(h['text'], 60)}"
             )
     return "\n".join(out)
+
+
+def _section(metadata: Any) -> str | None:
+    """The section a fact belongs to (a note's headings; memcli/retain.py section_of)."""
+    from memcli.retain import section_of
+
+    section = section_of(metadata)
+    return one_line(section) if section else None
 
 
 def _cut(text: str, n: int) -> str:
@@ -411,7 +422,6 @@ def export(
     ] = None,
 ) -> None:
     """Export a bank as JSONL: every fact, document, chunk, entity and link, with ids."""
-    from memcli import cli
     from memcli import progress as progress_mod
 
     name = bank or state.bank
@@ -424,7 +434,7 @@ def export(
     with errors(renames={"output": "-o"}), ExitStack() as stack:
         if output_file is not None:
             memory.export_target(output_file)  # refused before anything is read
-        elif cli.stdout_closed():
+        elif state.stdout_closed:
             # `>&-`: the export would go nowhere, and its summary said "exported".
             fail("stdout is closed: nothing would receive the export; give -o FILE")
         bar: list[Any] = []
@@ -473,16 +483,30 @@ def import_bank(
     ] = None,
     output: FormatTextJson = None,
     as_json: JsonFlag = False,
+    from_format: Annotated[
+        ImportFormat | None,  # type: ignore[valid-type]
+        typer.Option(
+            "--from",
+            help="Read another tool's export into the bank (--into, else mem --bank), a "
+            "conversation per document: chatgpt, claude, mem0, mcp-memory or jsonl.",
+        ),
+    ] = None,
 ) -> None:
-    """Import a `mem export` file into a new bank, in one transaction (all or nothing)."""
+    """Import a `mem export` file into a new bank, in one transaction (all or nothing); or,
+    with --from, another tool's history into a bank (unchanged conversations skipped)."""
     as_json = wants_json(as_json, output)
+    if from_format is not None:
+        if reembed:
+            fail("--reembed is for `mem export` files, not with --from", 2)
+        _import_from(file, from_format.value, into, embedder, as_json)
+        return
     from memcli import exchange
     from memcli import progress as progress_mod
 
     if file == "-":
-        from memcli.cli import STDIN_CLOSED, stdin_closed
+        from memcli.cliutil import STDIN_CLOSED
 
-        if stdin_closed():
+        if state.stdin_closed:
             fail(STDIN_CLOSED, 2)
         fh = sys.stdin.buffer
         name = "stdin"
@@ -542,6 +566,82 @@ def import_bank(
         f"{count(c['entities'], 'entity', 'entities')}, {count(c['links'], 'link')} in "
         f"{report.seconds:.1f}s{renumbered}"
     )
+
+
+def _import_from(
+    file: str, fmt: str, into: str | None, embedder: str | None, as_json: bool
+) -> None:
+    """`mem import --from FORMAT FILE`: the file is read and checked whole before the store
+    is opened (a malformed file writes nothing); then its changed conversations are
+    retained (memcli/sources/documents.py)."""
+    from memcli import progress as progress_mod
+    from memcli.sources.importers import read_import
+
+    bank = into or state.bank
+    if file == "-":
+        from memcli.cliutil import STDIN_CLOSED
+
+        if state.stdin_closed:
+            fail(STDIN_CLOSED, 2)
+        data, name = sys.stdin.buffer.read(), "stdin"
+    else:
+        from memcli.paths import is_store_file
+
+        if is_store_file(file, state.db):
+            fail(f"{file} is the store itself (or its log), not an export to read")
+        try:
+            data, name = Path(file).read_bytes(), file
+        except OSError as exc:
+            fail(f"cannot read {file}: {exc.strerror or exc}")
+    memory = cli_memory(embedder)
+    bars = ExitStack()
+    advance: Any = None
+
+    def on_total(todo: int) -> None:
+        nonlocal advance
+        advance = bars.enter_context(progress_mod.bar(todo, "importing"))
+
+    with errors(renames={"bank": "--into"}), bars:
+        memory.require_bank_name(bank)
+        docs = read_import(data, name, fmt)
+        if not docs:
+            fail(f"{name} holds no messages or memories to import")
+        from memcli.retain import RetainError
+
+        try:
+            report = memory.retain_documents(
+                docs,
+                bank=bank,
+                progress=lambda n: advance(n) if advance else None,
+                on_total=on_total,
+            )
+        except RetainError as exc:  # an item of one conversation: named with its file
+            raise RetainError(f"{name}: {exc}") from None
+    memory.close()
+    r = report.retained
+    if as_json:
+        typer.echo(
+            _dumps(
+                {
+                    "bank": bank,
+                    "added": report.added,
+                    "replaced": report.replaced,
+                    "unchanged": len(report.unchanged),
+                    "facts": r.facts,
+                    "interrupted": report.interrupted,
+                }
+            )
+        )
+    line = (
+        f"imported {name} into bank {bank!r}: {count(len(report.added), 'document')} added, "
+        f"{len(report.replaced)} replaced, {len(report.unchanged)} unchanged; "
+        f"{count(r.items, 'item')}, {count(r.facts, 'fact')}, "
+        f"{count(r.entities, 'new entity', 'new entities')} in {report.seconds:.1f}s"
+    )
+    if report.interrupted:
+        info("interrupted: kept " + line)
+        exit_interrupted()
+    info(line)
 
 
 # --------------------------------------------------------------------------------------------

@@ -40,7 +40,8 @@ from memcli.recall.types import (
     RecallResult,
 )
 from memcli.settings import BUDGETS, RERANK_CAPS, RecallSettings
-from memcli.store import FACT_TYPES, Fact, Store, StoreError
+from memcli.store import FACT_TYPES, Fact, StoreError
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import OPEN_START, TimeSpan, query_window_phrase
 
 
@@ -95,7 +96,7 @@ SPREAD_TRIES = 2
 
 
 def recall(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     query: str,
     options: RecallOptions,
@@ -110,16 +111,16 @@ def recall(
     The arms read on two connections at once, each its own read, so a commit by another
     process between them (a document's replace swapped in) would mix two states of the
     store: one arm's hits from the old version, the facts read from the new. The store's
-    data version before and after tells; a recall that saw a commit is done again, and after
+    change token before and after tells; a recall that saw a commit is done again, and after
     SPREAD_TRIES on one connection inside one read transaction."""
     validate(options)
     args = (store, bank, query, options)
     kw = {"embedder": embedder, "reranker": reranker, "settings": settings}
     with collector_paused():
         for _ in range(SPREAD_TRIES):
-            before = store.data_version()
+            before = store.change_token()
             result = _recall_once(*args, **kw, spread=True)
-            if store.data_version() == before:
+            if store.change_token() == before:
                 return result
         with store.snapshot():
             return _recall_once(*args, **kw, spread=False)
@@ -178,7 +179,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def _recall_once(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     query: str,
     options: RecallOptions,
@@ -198,8 +199,8 @@ def _recall_once(
     timings: dict[str, float] = {}
     started = time.perf_counter()
     now = options.now or utcnow()
-    bank_id = store.require_bank(bank)
-    created = store.bank_created_at(bank_id)
+    bank_id = store.banks.require_bank(bank)
+    created = store.banks.bank_created_at(bank_id)
     if options.as_of is not None and created is not None and options.as_of < created:
         raise RecallError(
             f"{options.as_of.isoformat()} is before bank {bank!r} existed "
@@ -246,7 +247,7 @@ def _recall_once(
         out.seconds = time.perf_counter() - t0
         return out
 
-    needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.has_vectors()
+    needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.vectors.has_vectors()
     model: Any = None
     scan: Any = None
     submitted: list[Future] = []
@@ -270,15 +271,13 @@ def _recall_once(
             # The semantic arm's scan of the bank's vectors (~25 ms at 100k facts), read
             # while the model may still be loading in the background (models/preload.py).
             t0 = time.perf_counter()
-            scan = store.prepare_vector_search(bank_id)
+            scan = store.vectors.prepare_vector_search(bank_id)
             timings["vectors"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             model = (
                 embedder() if callable(embedder) and not hasattr(embedder, "embed") else embedder
             )
             # Vectors of another model than the query's would rank by noise (one-line error).
-            from memcli.lifecycle import check_query_embedder
-
             check_query_embedder(store, bank_id, model)
             # A query is embedded with the model's query rules (e5: "query: "), stored text
             # with its passage rules; a plain embed() callable has only the one.
@@ -361,7 +360,9 @@ def _recall_once(
 
     t0 = time.perf_counter()
     named = (
-        scoring.named_contexts(query, store.contexts_among(bank_id, scoring.query_spans(query)))
+        scoring.named_contexts(
+            query, store.facts.contexts_among(bank_id, scoring.query_spans(query))
+        )
         if options.boosts
         else frozenset()
     )
@@ -456,15 +457,17 @@ def _arm_pool() -> ThreadPoolExecutor:
         return _pool[1]
 
 
-def _read_facts(store: Store, bank_id: int, have: dict[int, Fact], wanted: Iterable[int]) -> None:
+def _read_facts(
+    store: StoreProtocol, bank_id: int, have: dict[int, Fact], wanted: Iterable[int]
+) -> None:
     """Add to `have` the bank's facts among `wanted` that it lacks."""
     missing = list(dict.fromkeys(f for f in wanted if f not in have))
     if missing:
-        have.update(store.facts_by_id(missing, bank_id))
+        have.update(store.facts.facts_by_id(missing, bank_id))
 
 
 def _on_own_connection(
-    store: Store,
+    store: StoreProtocol,
     ctx: ArmContext,
     timed,
     fn,
@@ -482,24 +485,24 @@ def _on_own_connection(
         return timed(fn, ctx, *args)
     try:
         if scan is not None:
-            reader.search_with(ctx.bank_id, scan)
+            reader.vectors.search_with(ctx.bank_id, scan)
         own = dataclasses.replace(ctx, store=reader)
         result = timed(fn, own, *args)
         unread = [h.fact_id for h in result.hits if h.fact_id not in known]
-        result.facts = reader.facts_by_id(unread, ctx.bank_id)
+        result.facts = reader.facts.facts_by_id(unread, ctx.bank_id)
         return result
     finally:
         if scan is not None:
-            reader.search_with(ctx.bank_id, None)
+            reader.vectors.search_with(ctx.bank_id, None)
         reader.close()
 
 
-def _chunks(store: Store, results, options: RecallOptions) -> list[dict]:
+def _chunks(store: StoreProtocol, results, options: RecallOptions) -> list[dict]:
     order: list[int] = []
     for c in results:
         if c.fact.chunk_id is not None and c.fact.chunk_id not in order:
             order.append(c.fact.chunk_id)
-    texts = store.chunk_texts(order)
+    texts = store.documents.chunk_texts(order)
     fitted = budget_mod.fit_texts(
         [texts[i] for i in order if i in texts],
         options.max_chunk_tokens,
@@ -510,3 +513,27 @@ def _chunks(store: Store, results, options: RecallOptions) -> list[dict]:
     return [
         {"chunk_id": i, "text": t, "tokens": tokens.count_tokens(t)} for i, t in zip(ids, fitted)
     ]
+
+
+def check_query_embedder(store: StoreProtocol, bank_id: int, embedder: Any) -> None:
+    """Raise StoreError when the bank's vectors come from another model than the one that
+    would embed the query (cosines between two models' vectors mean nothing)."""
+    from memcli.store.vectors import same_model_name
+
+    have_name, have_fp = store.vectors.bank_embedder(bank_id)
+    name = getattr(embedder, "name", None) or "?"
+    fingerprint = getattr(embedder, "fingerprint", None)
+    if have_fp is not None and fingerprint is not None:
+        same = have_fp == fingerprint
+    else:
+        same = have_name is None or same_model_name(have_name, name)
+    if same or not store.vectors.bank_has_vectors(bank_id):
+        return
+    bank = store.banks.bank_row(bank_id)["name"]
+    theirs = f"{have_name} ({have_fp[:12]})" if have_fp else f"{have_name}"
+    ours = f"{name} ({fingerprint[:12]})" if fingerprint else name
+    raise StoreError(
+        f"bank {bank!r} was embedded with {theirs} but the query would be embedded with "
+        f"{ours}: give the bank's model as the {{embedder}}, or re-embed the bank with "
+        f"{name} (`mem --bank {bank} reembed`)"
+    )

@@ -10,7 +10,8 @@ import numpy as np
 
 from memcli.enums import TagsMatch
 from memcli.settings import RecallSettings
-from memcli.store import Fact, Store
+from memcli.store import Fact
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan
 
 ARMS = ("semantic", "keyword", "graph", "temporal")
@@ -68,7 +69,7 @@ class ArmResult:
 class ArmContext:
     """Everything an arm may read. Arms never write."""
 
-    store: Store
+    store: StoreProtocol
     bank_id: int
     query: str
     query_vec: np.ndarray | None

@@ -1,4 +1,4 @@
-"""Opening one mem file safely, transactions, and the meta table.
+"""Opening one mem file safely (the connection and its transactions: core.py).
 
 A file is only ever opened for writing once it is known to be a mem store: a path that does
 not exist is created whole (schema written to a private temporary file, then linked into
@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import itertools
 import os
 import re
 import secrets
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -36,13 +32,12 @@ from memcli.store.types import (
 )
 
 _MEM_TABLES = {"meta", "banks", "facts", "fact_fts"}
-_savepoint_names = itertools.count(1)
 
 
 PAGE_CACHE_KIB = 16384
 
 
-def _connect(path: Path, flags: int) -> apsw.Connection:
+def connect(path: Path, flags: int) -> apsw.Connection:
     conn = apsw.Connection(str(path), flags=flags)
     try:
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
@@ -59,6 +54,19 @@ def _connect(path: Path, flags: int) -> apsw.Connection:
         conn.close()
         raise open_error(path, exc, system_errno) from exc
     return conn
+
+
+def close_all_connections() -> None:
+    """Close every SQLite connection this process has open, each as its store's close would
+    (its log folded into the file): the CLI's exit skips the interpreter's shutdown."""
+    for conn in apsw.connections():
+        conn.close()
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether exc is an error of the database library that escaped the store's own
+    messages (the CLI says "database error" for it)."""
+    return isinstance(exc, apsw.Error)
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
@@ -182,7 +190,7 @@ def open_error(path: Path, exc: apsw.Error, system_errno: int) -> StoreError:
     return StoreError(f"cannot open {path}: {exc}")
 
 
-def _run_migrations(conn: apsw.Connection, path: Path) -> None:
+def run_migrations(conn: apsw.Connection, path: Path) -> None:
     """Bring the file to SCHEMA_VERSION in one transaction (foreign keys off: a table rebuild
     must not cascade; their consistency is checked before commit)."""
     conn.execute("PRAGMA foreign_keys = OFF")
@@ -209,7 +217,7 @@ def _run_migrations(conn: apsw.Connection, path: Path) -> None:
 
 
 # What a store is built under before it is linked into place: ".NAME.PID-HEX.new" (its
-# schema, _create) or ".NAME.PID-HEX.building" (a whole import, store.fill_new_store), with
+# schema, create_store) or ".NAME.PID-HEX.building" (a whole import, store.fill_new_store), with
 # SQLite's "-wal", "-shm" and "-journal" beside it while it is open. The builder holds an
 # flock on the file until it is done: a file whose lock anyone can take, and whose process
 # is gone, is garbage left by a killed process (a PID alone can be another namespace's or
@@ -314,9 +322,9 @@ def build_schema(tmp: Path) -> int:
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        conn = _connect(tmp, apsw.SQLITE_OPEN_READWRITE)
+        conn = connect(tmp, apsw.SQLITE_OPEN_READWRITE)
         try:
-            _run_migrations(conn, tmp)
+            run_migrations(conn, tmp)
         finally:
             conn.close()
     except BaseException:
@@ -334,10 +342,10 @@ def remove_staging(tmp: Path) -> None:
             pass
 
 
-def _create(path: Path) -> None:
+def create_store(path: Path) -> None:
     """Write a new store next to path and link it into place; losing the race to another
     process creating the same path is fine (its store is used)."""
-    make_private_folders(path)  # (StoreBase.__init__ has cleared killed builders' files)
+    make_private_folders(path)  # (StoreCore.__init__ has cleared killed builders' files)
     tmp = staging_path(path, "new")
     fd = None
     try:
@@ -353,216 +361,3 @@ def _create(path: Path) -> None:
         remove_staging(tmp)
         if fd is not None:
             os.close(fd)
-
-
-class StoreBase:
-    """A connection to one mem store, with transactions and meta. See Store for the rest."""
-
-    def __init__(
-        self, path: str | os.PathLike, *, create: bool = True, readonly: bool = False
-    ) -> None:
-        self.path = Path(path).expanduser()
-        if create and not readonly:  # a command that may write: clear a killed one's litter
-            remove_dead_staging(self.path)
-        try:
-            version = inspect_file(self.path)
-            if version is None:
-                if not create or readonly:
-                    raise StoreError(f"no mem store at {self.path} (run `mem retain` first)")
-                try:
-                    _create(self.path)
-                except OSError as exc:
-                    raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
-                version = inspect_file(self.path)
-            self.readonly = readonly
-            flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
-            self.conn = _connect(self.path, flags)
-        except apsw.Error as exc:
-            raise open_error(self.path, exc, 0) from exc
-        try:
-            if not readonly:
-                try:
-                    self._use_wal()
-                except apsw.Error as exc:
-                    raise open_error(self.path, exc, self.conn.system_errno) from exc
-                if version != SCHEMA_VERSION:
-                    if not self.writable():
-                        raise StoreReadOnly(
-                            f"{self.path} needs an upgrade to schema {SCHEMA_VERSION} "
-                            "but cannot be written"
-                        )
-                    with self._translated():
-                        _run_migrations(self.conn, self.path)
-                    version = SCHEMA_VERSION
-        except BaseException:
-            self.conn.close()
-            raise
-        # What the reads may rely on: a read-only file stays at the version it has.
-        self.version_at_open: int = version
-
-    def reader(self) -> StoreBase:
-        """Another connection to the same file (for an arm run in a second thread)."""
-        return type(self)(self.path, create=False, readonly=self.readonly)
-
-    def writable(self) -> bool:
-        return os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
-
-    def _use_wal(self) -> None:
-        """Switch the file to WAL (a property of the file, set once, outside a transaction).
-        The switch needs an exclusive lock and SQLite answers SQLITE_BUSY at once instead of
-        waiting on the busy timeout, so processes opening one new file together retry."""
-        if not self.writable():
-            return
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                self.conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except apsw.BusyError:
-                if time.monotonic() > deadline:
-                    raise StoreBusy(self._busy_message()) from None
-                time.sleep(0.01)
-
-    def close(self) -> None:
-        # Staging banks this connection still owns (a retain cut short) are let go: with
-        # their locks free, the next writer purges them (store/banks.py).
-        for fd, _ in self.__dict__.pop("_staging_locks", {}).values():
-            os.close(fd)
-        self.conn.close()
-
-    def abandon(self) -> None:
-        """Close a connection whose file was replaced or deleted under it, without the
-        checkpoint and WAL removal a close does: the -wal and -shm beside the path now
-        belong to the file there, and writing this connection's pages into them would
-        corrupt it."""
-        try:
-            self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
-        finally:
-            self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- transactions ---------------------------------------------------------------------
-
-    def _busy_message(self) -> str:
-        return busy_message(self.path)
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        """SQLite's failures as one-line StoreErrors (the original stays as __cause__)."""
-        try:
-            yield
-        except apsw.BusyError as exc:
-            raise StoreBusy(self._busy_message()) from exc
-        except apsw.FullError as exc:
-            raise StoreFull(f"disk full writing {self.path}; nothing was written") from exc
-        except (apsw.ReadOnlyError, apsw.PermissionsError) as exc:
-            raise StoreReadOnly(f"{self.path} cannot be written: {exc}") from exc
-        except (apsw.CorruptError, apsw.NotADBError) as exc:
-            raise StoreError(f"{self.path} is damaged: {exc} (`mem doctor` checks it)") from exc
-        except apsw.IOError as exc:
-            # A write refused for lack of space (or past the file size limit) is an I/O
-            # error to SQLite; the OS's errno says which.
-            if self.conn.system_errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-                raise StoreFull(
-                    f"disk full writing {self.path} ({os.strerror(self.conn.system_errno)}); "
-                    "nothing was written"
-                ) from exc
-            raise StoreError(f"I/O error on {self.path}: {exc}; nothing was written") from exc
-
-    @contextmanager
-    def atomic(self) -> Iterator[apsw.Connection]:
-        """One transaction: everything inside commits together or not at all.
-
-        The outermost level takes the write lock up front (BEGIN IMMEDIATE), so two writers
-        queue on the busy timeout instead of failing half way on lock upgrade; inner levels
-        are savepoints. A failed rollback never hides the error that caused it."""
-        if self.readonly:
-            raise StoreReadOnly(f"{self.path} was opened read-only")
-        if self.conn.in_transaction:
-            name = f"mem_sp{next(_savepoint_names)}"
-            self.conn.execute(f"SAVEPOINT {name}")
-            try:
-                yield self.conn
-            except BaseException:
-                try:
-                    self.conn.execute(f"ROLLBACK TO {name}")
-                    self.conn.execute(f"RELEASE {name}")
-                except apsw.Error:
-                    pass
-                self._after_rollback()
-                raise
-            self.conn.execute(f"RELEASE {name}")
-            return
-        if not self.writable():
-            raise StoreReadOnly(f"{self.path} is read-only: nothing was written")
-        with self._translated():
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-                self.conn.execute("COMMIT")
-            except BaseException:
-                if self.conn.in_transaction:
-                    try:
-                        self.conn.execute("ROLLBACK")
-                    except apsw.Error:
-                        pass
-                self._after_rollback()
-                raise
-
-    def defer_foreign_keys(self) -> None:
-        """Check foreign keys at this transaction's commit, not at each statement: an import
-        writes rows before the rows they point to."""
-        self.conn.execute("PRAGMA defer_foreign_keys = ON")
-
-    def checkpoint(self) -> None:
-        """Move the write-ahead log into the main file and empty it, so that the main file's
-        size is the store's (the scale bench's bytes per fact)."""
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def _after_rollback(self) -> None:
-        """Drop what caches know of writes that were just rolled back (mixins extend it)."""
-
-    # The name retain and bench used before atomic() existed.
-    write = atomic
-
-    def data_version(self) -> int:
-        """A number that changes whenever another connection commits to the file (PRAGMA
-        data_version): equal readings before and after reads made on several connections
-        mean every one of them saw the same state."""
-        with self._translated():
-            return self.conn.execute("PRAGMA data_version").fetchone()[0]
-
-    @contextmanager
-    def snapshot(self) -> Iterator[apsw.Connection]:
-        """A read transaction: every query inside sees one consistent state of the file."""
-        if self.conn.in_transaction:
-            yield self.conn
-            return
-        with self._translated():
-            self.conn.execute("BEGIN")
-            try:
-                yield self.conn
-            finally:
-                if self.conn.in_transaction:
-                    self.conn.execute("COMMIT")
-
-    # -- meta -----------------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES(?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
-    def schema_version(self) -> int:
-        return self.conn.execute("PRAGMA user_version").fetchone()[0]

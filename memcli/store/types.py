@@ -19,6 +19,10 @@ INT64_MAX = 2**63 - 1  # the largest INTEGER SQLite stores (ids, counts, limits)
 # nothing a file says can use up the ids a store gives its new facts.
 ID_LIMIT = 2**53 - 1
 
+# Rows fetched per query when streaming (list, export): memory stays bounded at any size.
+# Paged reads walk the primary key (`+bank_id` keeps SQLite from choosing a bank index and
+# sorting the whole bank for every page).
+PAGE = 500
 
 BUSY_TIMEOUT_MAX_MS = 2**31 - 1  # SQLite takes a C int
 
@@ -59,6 +63,11 @@ class StoreFull(StoreError):
 
 class StoreReadOnly(StoreError):
     """The file or its folder cannot be written."""
+
+
+class WriteRefused(StoreError):
+    """The store refused a row an import wrote (a constraint, a value of the wrong type, a
+    full disk): its text is the database's own (store.exchange.refused_writes)."""
 
 
 def iso(dt: datetime | None) -> str | None:

@@ -163,7 +163,7 @@ def test_writers_at_once_lose_nothing_and_share_no_id(open_memory: Callable[...,
 @pytest.mark.parametrize(
     ("call", "field"),
     [
-        (lambda m: m.retain(""), None),
+        (lambda m: m.retain(""), "text"),
         (lambda m: m.retain("x", tags=[""]), "tags"),
         (lambda m: m.retain("x", type="opinion"), "type"),
         (lambda m: m.retain("x", at="not a date at all"), "at"),
