@@ -92,6 +92,14 @@ def test_every_command_that_prints_data_takes_format_and_json_stays(db_path, tmp
     mem("export", "-o", str(export))
     imported = mem("import", str(export), "--into", "copy", "--format", "json")
     assert json.loads(imported.stdout)["bank"] == "copy"
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "boiler.md").write_text("The boiler was serviced in March.\n")
+    planned = mem("sync", str(notes), "--dry-run", "--format", "json").stdout
+    assert json.loads(planned) == json.loads(mem("sync", str(notes), "--dry-run", "--json").stdout)
+    synced = mem("sync", str(notes), "--format", "json")
+    assert json.loads(synced.stdout)["added"] == ["boiler.md"], synced.stdout
+    assert "1 added" in synced.stderr and "(1 fact, " in synced.stderr, synced.stderr
     clash = runner.invoke(app, ["--db", str(db_path), "stats", "--json", "--format", "text"])
     assert clash.exit_code == 2 and "--json" in clash.stderr
 
