@@ -47,7 +47,7 @@ _mem() {
             esac
             ;;
         "retain")
-            opts="--file -f --jsonl --at --context --tag --type --document --skip-invalid --append --json --supersedes --embedder"
+            opts="--file -f --jsonl --at --context --tag --type --document --skip-invalid --append --format --json --supersedes --embedder"
             case "$prev" in
                 --file|-f) files=1 ;;
                 --jsonl) choices=__value__ ;;
@@ -56,12 +56,13 @@ _mem() {
                 --tag) choices=__value__ ;;
                 --type) choices="world experience observation" ;;
                 --document) choices=__value__ ;;
+                --format) choices="text json" ;;
                 --supersedes) choices=__value__ ;;
                 --embedder) files=1 ;;
             esac
             ;;
         "recall")
-            opts="--budget --max-tokens --limit --type --tag --tags-match --now --include-chunks --no-include-chunks --max-chunk-tokens --reranker --no-rerank --no-boosts --arms --min-score --format --trace --no-trace --batch --as-of --embedder"
+            opts="--budget --max-tokens --limit --type --tag --tags-match --now --include-chunks --max-chunk-tokens --reranker --no-rerank --no-boosts --arms --min-score --format --trace --batch --as-of --embedder"
             case "$prev" in
                 --budget) choices="low mid high" ;;
                 --max-tokens) choices=__value__ ;;
@@ -81,10 +82,13 @@ _mem() {
             esac
             ;;
         "stats")
-            opts="--json"
+            opts="--format --json"
+            case "$prev" in
+                --format) choices="text json" ;;
+            esac
             ;;
         "bench")
-            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --out --strict --no-strict --stores --vector-cache --no-vector-cache"
+            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --out --strict --stores --vector-cache --no-vector-cache"
             case "$prev" in
                 --dataset) files=1 ;;
                 --format) choices="locomo longmemeval lme jsonl" ;;
@@ -155,18 +159,20 @@ _mem() {
             esac
             ;;
         "import")
-            opts="--into --reembed --embedder --json --from"
+            opts="--into --reembed --embedder --format --json --from"
             case "$prev" in
                 --into) choices=__value__ ;;
                 --embedder) choices=__value__ ;;
+                --format) choices="text json" ;;
                 --from) choices="chatgpt claude mem0 mcp-memory jsonl" ;;
             esac
             [[ -z "$choices" ]] && files=${files:-args}
             ;;
         "reembed")
-            opts="--embedder --json"
+            opts="--embedder --format --json"
             case "$prev" in
                 --embedder) choices=__value__ ;;
+                --format) choices="text json" ;;
             esac
             ;;
         "banks")
@@ -178,15 +184,19 @@ _mem() {
             esac
             ;;
         "sync")
-            opts="--glob --watch --dry-run --allow-empty --json --embedder"
+            opts="--glob --watch --dry-run --allow-empty --format --json --embedder"
             case "$prev" in
                 --glob) choices=__value__ ;;
+                --format) choices="text json" ;;
                 --embedder) files=1 ;;
             esac
             [[ -z "$choices" ]] && files=${files:-args}
             ;;
         "mcp")
-            opts=""
+            opts="--http"
+            case "$prev" in
+                --http) choices=__value__ ;;
+            esac
             ;;
         "doctor")
             opts="--format"
@@ -202,7 +212,10 @@ _mem() {
             opts=""
             ;;
         "config show")
-            opts="--json"
+            opts="--format --json"
+            case "$prev" in
+                --format) choices="text json" ;;
+            esac
             ;;
         "config set")
             opts=""
@@ -211,13 +224,17 @@ _mem() {
             opts=""
             ;;
         "models")
-            opts="--json"
+            opts="--format --json"
             subs="add"
+            case "$prev" in
+                --format) choices="text json" ;;
+            esac
             ;;
         "models add")
-            opts="--as --json"
+            opts="--as --format --json"
             case "$prev" in
                 --as) choices="embedder reranker" ;;
+                --format) choices="text json" ;;
             esac
             [[ -z "$choices" ]] && files=${files:-args}
             ;;

@@ -23,6 +23,8 @@ from memcli.cliparams import install as install_plain_params
 from memcli.cliutil import (
     STDIN_CLOSED,
     Budget,
+    FormatTextJson,
+    JsonFlag,
     TagsMatch,
     configured,
     echo_after_commit,
@@ -30,15 +32,17 @@ from memcli.cliutil import (
     exit_interrupted,
     fail,
     fail_error,
+    flag_of,
     info,
     interrupt_reported,
     require_store,
     state,
+    wants_json,
 )
 from memcli.cliutil import memory as cli_memory
 from memcli.commands import register_commands
 from memcli.errors import MemError
-from memcli.helpstyle import add_examples, plain_value_names
+from memcli.helpstyle import add_examples, fit_help, plain_value_names
 from memcli.paths import file_identity, is_store_file
 
 app = typer.Typer(
@@ -187,8 +191,8 @@ def retain(
         list[str] | None,
         typer.Option(
             "--jsonl",
-            help='JSONL batch (path or -; repeatable): {"id","text","timestamp","context",'
-            '"tags","type","document_id","metadata"}, only text required.',
+            help='JSONL batch (path or -; repeatable): {"id", "text", "timestamp", "context", '
+            '"tags", "type", "document_id", "metadata"}, only text required.',
         ),
     ] = None,
     at: Annotated[
@@ -215,7 +219,8 @@ def retain(
             help="Add the items to their existing documents instead of replacing them.",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print what was stored as JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
     supersedes: Annotated[
         int | None,
         typer.Option("--supersedes", help="This corrects fact ID: close its validity."),
@@ -231,6 +236,7 @@ def retain(
     ] = None,
 ) -> None:
     """Remember text: split it into facts, find entities and dates, link and embed them."""
+    as_json = wants_json(as_json, output)
     from memcli import progress as progress_mod
     from memcli import render
     from memcli.ingest import InputError, decode_lines, items_from_jsonl, items_from_text
@@ -285,7 +291,9 @@ def retain(
             items.extend(batch)
             invalid += skipped
     except InputError as exc:
-        fail_error(exc)
+        # Input that was given and holds nothing (text of spaces, an empty file) is an
+        # error in the data (1), as an empty --jsonl is; no input at all is a usage error.
+        fail(exc.describe(flag_of))
     if not items:
         skipped = f" ({invalid} invalid lines skipped)" if invalid else ""
         if jsonl and not text and not file and not invalid:
@@ -371,7 +379,9 @@ def recall(
     now: Annotated[
         str | None, typer.Option(help="Reference time for recency and relative dates in the query.")
     ] = None,
-    include_chunks: Annotated[bool, typer.Option(help="Also print the source chunks.")] = False,
+    include_chunks: Annotated[
+        bool, typer.Option("--include-chunks", help="Also print the source chunks.")
+    ] = False,
     max_chunk_tokens: Annotated[int, typer.Option(help="Token budget for chunks.")] = 8192,
     reranker: Annotated[
         str | None, typer.Option(help="GGUF cross-encoder (RANK pooling); env MEM_RERANKER.")
@@ -394,7 +404,9 @@ def recall(
             show_default=False,
         ),
     ] = None,
-    trace: Annotated[bool, typer.Option(help="Show how each memory was ranked.")] = False,
+    trace: Annotated[
+        bool, typer.Option("--trace", help="Show how each memory was ranked.")
+    ] = False,
     batch: Annotated[
         str | None,
         typer.Option(help='JSONL of {"id","query","now"?,...options} (path or -); JSONL out.'),
@@ -415,7 +427,7 @@ def recall(
 ) -> None:
     """Recall the memories that best answer QUERY, sized to a token budget."""
     from memcli import render
-    from memcli.display import has_visible_text
+    from memcli.display import count, has_visible_text
     from memcli.recall.pipeline import collector_paused
 
     if (query is None) == (batch is None):
@@ -520,13 +532,13 @@ def recall(
             info("no memories matched")
         elif result.passed is False:
             info(
-                f"nothing relevant: none of {len(result.ranked)} memories reaches the "
-                "relevance floor (--min-score 0 shows the nearest anyway)"
+                f"nothing relevant: none of {count(len(result.ranked), 'memory', 'memories')} "
+                "reaches the relevance floor (--min-score 0 shows the nearest anyway)"
             )
         else:
             info(
-                f"{len(result.ranked)} memories matched but none fit --max-tokens "
-                f"{result.max_tokens} or --min-score"
+                f"{count(len(result.ranked), 'memory', 'memories')} matched but none fit "
+                f"--max-tokens {result.max_tokens} or --min-score"
             )
     if trace:
         typer.echo("")
@@ -561,23 +573,28 @@ def _cut_by_budget(result: Any) -> bool:
 
 @app.command()
 def stats(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show the banks in the database and how much each holds."""
-    from memcli.display import memory_days
+    as_json = wants_json(as_json, output)
+    from memcli.display import count, memory_days
 
+    memory = cli_memory()
+    require_store(memory)
     with errors():
-        stats = cli_memory().stats()
-    rows = stats.banks
-    days = [memory_days(r) for r in rows]
+        stats = memory.stats()
     if as_json:
         typer.echo(json.dumps(stats.to_json()))
         return
+    rows = stats.banks
+    days = [memory_days(r) for r in rows]
     typer.echo(stats.db)
     for r, span in zip(rows, days):
         fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
         typer.echo(
-            f"  {r['bank']}: {r['facts']} facts, {r['entities']} entities, {r['links']} links, "
+            f"  {r['bank']}: {count(r['facts'], 'fact')}, "
+            f"{count(r['entities'], 'entity', 'entities')}, {count(r['links'], 'link')}, "
             f"{span}, "
             f"embedder {r['embedder'] or 'none yet'}{fp}"
         )
@@ -593,6 +610,7 @@ app.command("bench")(bench_command)
 register_commands(app)
 # Value names instead of Python types, and an example per command, in every --help.
 plain_value_names()
+fit_help()
 add_examples(app)
 install_plain_params()
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -22,6 +23,28 @@ from memcli.enums import TagsMatch as TagsMatch
 
 if TYPE_CHECKING:
     from memcli.memory import Memory
+
+
+class TextOrJson(str, Enum):
+    """--format of the commands that print a text or a JSON answer (`--json` is an alias)."""
+
+    text = "text"
+    json = "json"
+
+
+# Every command that prints data takes --format; those that had only --json keep it.
+FormatTextJson = Annotated[
+    TextOrJson | None, typer.Option("--format", help="text or json.", show_default=False)
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="The same as --format json.")]
+
+
+def wants_json(as_json: bool, output: TextOrJson | None) -> bool:
+    """Whether the command prints JSON (--json, or --format json); both, disagreeing, is a
+    usage error."""
+    if as_json and output is TextOrJson.text:
+        fail("--json and --format text disagree: give one of them", 2)
+    return as_json or output is TextOrJson.json
 
 
 class State:
@@ -164,6 +187,22 @@ def require_store(memory: Memory) -> None:
         fail(f"no mem store at {memory.db} (run `mem retain` first)")
 
 
+def cli_memory_for_settings(db: Path | None = None) -> Memory | None:
+    """For `mem config`, which resolves no setting up front (it must work to repair a broken
+    config file): the Memory of the store this command line names (--db, $MEM_DB, the
+    config's db), or None when that cannot be read."""
+    from memcli.config import ConfigError, Settings
+    from memcli.errors import MemError
+    from memcli.memory import Memory
+
+    try:
+        if db is None:
+            db = Settings().resolve("db", state.flags.get("db")).value
+        return Memory(db)
+    except (ConfigError, MemError):
+        return None
+
+
 def memory(embedder: str | None = None, reranker: str | None = None) -> Memory:
     """The Memory of this command line: --db, --bank and the settings (flag > MEM_* > config
     file > default); --embedder and --reranker where a command has them."""
@@ -216,3 +255,31 @@ def describe_unexpected(exc: BaseException) -> str:
         return f"database error: {exc}"
     text = " ".join(str(exc).split()) or "no details"
     return f"unexpected {name}: {text} (run with MEM_DEBUG=1 for a traceback)"
+
+
+def refuse_embedder_at_odds(spec: str, db: Path | None = None) -> None:
+    """Refuse an embedder setting that the banks of the store would not take: it applies
+    to every bank, and a bank made with another model fails every recall with it (the
+    store is the one this command line names: --db, $MEM_DB or the config's db)."""
+    from memcli.modelcheck import banks_of_other_models
+    from memcli.models import ModelError
+
+    memory = cli_memory_for_settings(db)
+    if memory is None:
+        return
+    try:
+        at_odds = banks_of_other_models(memory.banks(), spec)
+    except ModelError as exc:
+        fail(str(exc), 2)
+    finally:
+        memory.close()
+    if at_odds:
+        named = ", ".join(f"{bank!r} ({model})" for bank, model in at_odds)
+        banks, hold = ("banks", "hold") if len(at_odds) > 1 else ("bank", "holds")
+        fail(
+            f"refused: the embedder setting applies to every bank, and {banks} {named} of "
+            f"{memory.db} {hold} vectors of another model: every recall there would fail. "
+            f"Re-embed first (`mem --bank NAME reembed --embedder {spec}`), or give "
+            "--embedder to one command; nothing was changed",
+            2,
+        )

@@ -133,6 +133,8 @@ KEYS: dict[str, Key] = {
         Key("embedder", _model, None, "embedding model GGUF (default: the bundled MiniLM)"),
         Key("reranker", _path, None, "cross-encoder GGUF (RANK pooling); default none"),
         Key("threads", _thread_count, 1, "llama.cpp threads"),
+        Key("forget_limit", _positive_int, 100, "most facts one MCP forget removes"),
+        Key("mcp_token_file", _path, None, "file holding mem mcp --http's bearer token"),
     )
 }
 

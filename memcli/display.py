@@ -58,3 +58,8 @@ def memory_days(row: dict) -> str:
     if not any(days):  # an empty bank: it printed " .. "
         return "no memories yet"
     return " .. ".join(days)
+
+
+def count(n: int, singular: str, plural: str | None = None) -> str:
+    """ "1 fact", "2 facts", "1 entity", "0 entities": a number and its noun, agreed."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"

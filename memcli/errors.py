@@ -17,7 +17,8 @@ from collections.abc import Callable
 # rendered by each front end as it names that argument (`--source-id`, `source_id`).
 ARGUMENTS = frozenset(
     {
-        "append", "arms", "as_of", "at", "bank", "before", "budget", "context", "document_id",
+        "append", "arms", "as_of", "at", "bank", "before", "budget", "confirm", "context",
+        "document_id",
         "embedder", "fact_id", "ids", "include_invalid", "into", "items", "limit",
         "max_chunk_tokens", "max_tokens", "min_score", "now", "offset", "query", "reembed",
         "since", "source_id", "supersedes", "tags", "tags_match", "text", "type", "types",
@@ -45,3 +46,8 @@ class MemError(Exception):
         name = name_of or (lambda argument: argument)
         text = _MENTION.sub(lambda m: name(m[1]) if m[1] in ARGUMENTS else m[0], self.message)
         return text if self.field is None else f"{name(self.field)}: {text}"
+
+
+class Cancelled(MemError):
+    """The caller gave up on the call (an MCP client's cancellation) before its write: nothing
+    of it was written (or, for a retain of several batches, only the batches said)."""

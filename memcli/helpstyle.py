@@ -1,9 +1,15 @@
-"""How `mem --help` reads: value names instead of Python types, and an example per command.
+"""How `mem --help` reads: value names instead of Python types, an example per command, and
+a layout that fits the terminal.
 
 typer (0.29) shows each option's Python annotation (`--json <bool>`, `--tag <list[str]>`);
 a user of a command-line tool wants the kind of value (`--tag TEXT`) and nothing after a
 flag. `plain_value_names()` changes that for every command at once; `add_examples(app)`
 gives each command without an example in its docstring the one below as its epilog.
+
+rich's option tables need room: at 80 columns `mem recall --help` cut option names
+(`--max-chunk-toke…`) and wrapped each description into an 18-character column, and at 40 it
+was unreadable. Below RICH_MIN_COLUMNS the help is plain text laid out for the width: each
+option on its own line, its description under it across the whole width (`fit_help()`).
 Only typer and the standard library are imported: this runs at start-up.
 """
 
@@ -92,3 +98,85 @@ def add_examples(app: typer.Typer) -> None:
         example = EXAMPLES.get(name)
         if example and "Example" not in doc and not info.epilog:
             info.epilog = f"Example:\n\n  {example}"
+
+
+# The narrowest terminal rich's tables of options read well in.
+RICH_MIN_COLUMNS = 100
+# How far a description sits under its option in the plain layout.
+DESCRIPTION_INDENT = 4
+
+
+def terminal_columns() -> int:
+    """The terminal's width ($COLUMNS first; 80 when there is no terminal)."""
+    import shutil
+
+    return shutil.get_terminal_size(fallback=(80, 24)).columns
+
+
+def fit_help(columns: int | None = None) -> None:
+    """Lay help out for a terminal narrower than RICH_MIN_COLUMNS: plain text, as wide as
+    the terminal, each option's description under it (see the module docstring)."""
+    from typer._click import formatting
+
+    width = terminal_columns() if columns is None else columns
+    if width >= RICH_MIN_COLUMNS:
+        return
+    typer.core.HAS_RICH = False
+    formatting.FORCED_WIDTH = max(width - 1, 20)
+    formatter = formatting.HelpFormatter
+    if not getattr(formatter.write_dl, "_mem_stacked", False):
+        formatter.write_dl = _write_dl  # type: ignore[method-assign]
+
+
+def _write_dl(self, rows, col_max: int = 30, col_spacing: int = 2) -> None:  # noqa: ANN001
+    """click's definition list (options, commands), for any width: options each on its
+    line(s) with the description under it; names short enough to leave a description most
+    of the line (commands, arguments) side by side with it."""
+    from typer._click.formatting import term_len, wrap_text
+
+    rows = [(first, second or "") for first, second in rows]
+    if not rows:
+        return
+    indent = self.current_indent
+    room = self.width - indent
+    names = max(term_len(first) for first, _ in rows)
+    options = any(first.startswith("-") for first, _ in rows)
+    if not options and names + col_spacing <= min(col_max, room // 3):
+        column = names + col_spacing
+        for first, second in rows:
+            lines = wrap_text(second, max(room - column, 10)).splitlines() or [""]
+            self.write(f"{'':>{indent}}{first:<{column}}{lines[0]}".rstrip() + "\n")
+            for line in lines[1:]:
+                self.write(f"{'':>{indent + column}}{line}\n")
+        return
+    for first, second in rows:
+        for number, line in enumerate(_wrap_name(first, room - 2)):
+            self.write(f"{'':>{indent + (2 if number else 0)}}{line}\n")
+        if second:
+            under = indent + DESCRIPTION_INDENT
+            text = wrap_text(second, max(self.width - under, 10), preserve_paragraphs=True)
+            for line in text.splitlines():
+                self.write(f"{'':>{under}}{line}".rstrip() + "\n")
+
+
+_write_dl._mem_stacked = True  # type: ignore[attr-defined]
+
+
+def _wrap_name(text: str, width: int) -> list[str]:
+    """An option's names and value as lines of at most `width`: broken at spaces, and a list
+    of choices that is too long on its own after its "|" separators."""
+    pieces: list[str] = []
+    for word in text.split(" "):
+        while len(word) > width and "|" in word[:width]:
+            cut = word.rindex("|", 0, width) + 1
+            pieces.append(word[:cut])
+            word = word[cut:]
+        pieces.append(word)
+    lines: list[str] = []
+    for piece in pieces:
+        glue = "" if lines and lines[-1].endswith("|") else " "
+        if lines and len(lines[-1]) + len(glue) + len(piece) <= width:
+            lines[-1] += glue + piece
+        else:
+            lines.append(piece)
+    return lines

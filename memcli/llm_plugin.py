@@ -25,7 +25,7 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
     """The memories for query as the text `mem recall` prints into a pipe."""
     from memcli import render
     from memcli.config import Settings
-    from memcli.display import has_visible_text
+    from memcli.display import count, has_visible_text
     from memcli.memory import Memory
 
     if not query or not has_visible_text(query):
@@ -58,13 +58,16 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
     if text:
         return text
     # Say so: an empty fragment would leave the model guessing from its own knowledge.
-    if not result.ranked:
+    if not result.ranked or result.passed is False:
+        # None at all, or none relevant: the nearest of a question about something never
+        # said are noise, which the relevance floor (recall/floor.py) held back.
         from memcli.clock import utc_to_local
 
         day = utc_to_local(result.now).date()
         return f'No memories relevant to "{query}" were found (as of {day}).'
     return (
-        f'{len(result.ranked)} memories matched "{query}" but none fit {max_tokens} tokens '
+        f'{count(len(result.ranked), "memory", "memories")} matched "{query}" but none fit '
+        f"{max_tokens} tokens "
         "with the header line (raise MEM_MAX_TOKENS)."
     )
 

@@ -1,13 +1,16 @@
-"""`mem mcp`: mem's memory as a Model Context Protocol server over stdio.
+"""`mem mcp`: mem's memory as a Model Context Protocol server over stdio (or HTTP).
 
 Built on the official `mcp` SDK (2.x, whose FastMCP is now `MCPServer`): each tool is a typed
 Python function, so the SDK derives its JSON schema and validates arguments before our code
 runs; a bad argument or a failed call comes back as a tool error and the server keeps serving.
 
-One server process keeps one store connection and loads the embedder (and the reranker, when
-one is configured) once, on first use: an agent's tenth recall costs what the CLI's warm path
-costs, not a model load. Tools answer with the same JSON as the CLI (`mem recall --format
-json`, `mem retain --json`), built by the same functions in memcli/render.py.
+One server process holds one Memory: it loads the embedder (and the reranker, when one is
+configured) once, on first use, so an agent's tenth recall costs what the CLI's warm path
+costs, not a model load; reads run in parallel on read-only connections, writes one at a
+time (memcli/memory.py, memcli/readpool.py). Tools answer with compact JSON that fits the
+token budget as sent (memcli/agentjson.py), the fields of the CLI's JSON (`detail` gives all
+of them). Each tool carries MCP's hints (read-only, destructive, idempotent, closed world);
+`forget` by selector previews first and needs the preview's token (Memory.forget_guarded).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
+from mcp_types import CallToolResult
 from pydantic import Field
 
 from memcli import __version__, enums
@@ -29,7 +33,10 @@ INSTRUCTIONS = (
     "may depend on what the user said earlier; call `retain` to remember something worth "
     "keeping (a decision, a preference, a plan, with `at` when it was said). Each memory has "
     "`mentioned_at` (when it was said) and `occurred_start`/`occurred_end` (the time it talks "
-    "about): a plan said in February about November is not something that already happened."
+    "about): a plan said in February about November is not something that already happened. "
+    "When `retain` names `possibly_supersedes` and the new fact replaces an old one, call "
+    "`correct` (the old one is kept for history). `forget` with a selector answers with a "
+    "preview first; it removes nothing until called again with the preview's `confirm`."
 )
 
 
@@ -43,6 +50,22 @@ def _selection(memory: Any, fields: dict[str, Any]) -> Any:
 Budget = Literal[enums.Budget.values()]  # type: ignore[valid-type]
 TagsMatch = Literal[enums.TagsMatch.values()]  # type: ignore[valid-type]
 FactType = Literal[enums.FactType.values()]  # type: ignore[valid-type]
+
+
+Bank = Annotated[str | None, Field(description="Memory bank (default: the server's).")]
+MaxTokens = Annotated[
+    int | None,
+    Field(
+        description="Token budget of the whole answer as sent (default: the server's "
+        "max_tokens setting, else 4096).",
+        gt=0,
+        le=INT64_MAX,
+    ),
+]
+Detail = Annotated[
+    bool,
+    Field(description="Every field (as `mem ... --format json`), not only the essential ones."),
+]
 
 
 def one_line_validation(exc: Any) -> str:
@@ -75,10 +98,68 @@ def _server_class() -> Any:
     return OneLineErrorsServer
 
 
+# Every tool's hints for the client (MCP ToolAnnotations): mem's world is closed (its store).
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}
+ADDITIVE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False}
+DESTRUCTIVE = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True}
+
+
+def _annotations(title: str, hints: dict[str, bool]) -> Any:
+    from mcp_types import ToolAnnotations
+
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=hints["readOnlyHint"],
+        destructive_hint=hints["destructiveHint"],
+        idempotent_hint=hints["idempotentHint"],
+        open_world_hint=False,
+    )
+
+
+# The links `show` lists of a fact (the strongest; the rest are counted), and how much of each
+# linked fact's text: a fact that 50 near-copies link to was more than 4,096 tokens alone.
+SHOWN_LINKS = 10
+LINKED_TEXT_CHARS = 120
+
+
+def _with_links(fact: dict[str, Any], shown: int) -> dict[str, Any]:
+    """A fact of `show` with its `shown` strongest links, their texts cut; links_omitted
+    counts the others."""
+    links = sorted(fact["links"], key=lambda link: -link["weight"])
+    kept = []
+    for link in links[:shown]:
+        text = link.get("other_text") or ""
+        if len(text) > LINKED_TEXT_CHARS:
+            text = text[: LINKED_TEXT_CHARS - 1].rstrip() + "…"
+        kept.append({**link, "other_text": text})
+    out = {**fact, "links": kept}
+    if len(links) > len(kept):
+        out["links_omitted"] = len(links) - len(kept)
+    return out
+
+
+def _answer(obj: dict[str, Any]) -> Any:
+    """A tool's result: one line of compact JSON as text, and the same object as
+    structuredContent (memcli/agentjson.py counts both against the budget)."""
+    from mcp_types import CallToolResult, TextContent
+
+    from memcli.agentjson import dumps
+
+    return CallToolResult(
+        content=[TextContent(type="text", text=dumps(obj))], structured_content=obj
+    )
+
+
 def build_server(memory: Any) -> Any:
     """The MCP server with mem's tools bound to one Memory (its store and models, loaded
-    once for every call)."""
+    once for every call; reads run in parallel, writes one at a time: memcli/memory.py)."""
+    import threading
+
+    import anyio
     from mcp.server.mcpserver.exceptions import ToolError
+
+    from memcli import agentjson
+    from memcli.agentjson import compact, fit
 
     # INFO logs every call on stderr; an agent's host shows stderr to its user.
     server = _server_class()(
@@ -89,29 +170,43 @@ def build_server(memory: Any) -> Any:
         """An error as an agent may see it: the store's path on this machine is not the
         agent's business (it may be shown to, or logged by, a third party)."""
         for shown in {str(memory.db.resolve()), str(memory.db)}:
-            message = message.replace(shown, "the store")
+            message = message.replace(f"at {shown}", "yet").replace(shown, "the store")
         return message
 
-    def run(fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Call the Memory; its one-line errors (bad date, unknown bank, locked store...)
-        as tool errors, each naming the tool's argument it is about."""
+    async def call(work: Any) -> Any:
+        """work(cancelled) on a worker thread: a read beside the others, a write in its turn
+        (memcli/memory.py). A call the client cancels is answered no more, and its
+        `cancelled()` turns true: the Memory stops before its next write (a transaction
+        under way commits). The Memory's one-line errors (bad date, unknown bank, locked
+        store...) come back as tool errors, each naming the tool's argument it is about."""
         from memcli.cliutil import describe_unexpected
         from memcli.errors import MemError
 
+        stop = threading.Event()
         try:
-            return fn(*args, **kwargs)
-        except MemError as exc:
-            raise ToolError(private(exc.describe())) from None
+            return await anyio.to_thread.run_sync(lambda: work(stop.is_set), abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            stop.set()
+            raise
+        except (MemError, agentjson.BudgetTooSmall) as exc:
+            text = exc.describe() if isinstance(exc, MemError) else str(exc)
+            raise ToolError(private(text)) from None
         except Exception as exc:  # noqa: BLE001 - a tool error, never a dead server
             raise ToolError(private(describe_unexpected(exc))) from None
+
+    def budget_of(max_tokens: int | None) -> int:
+        return memory.max_tokens if max_tokens is None else max_tokens
 
     @server.tool(
         name="retain",
         description="Remember a piece of text (a note, a decision, a dialog turn). It is split "
-        "into facts with their entities and dates, linked and embedded. Returns what was stored "
-        "(the same JSON as `mem retain --json`).",
+        "into facts with their entities and dates, linked and embedded. Returns the facts "
+        "stored, each with its id; `possibly_supersedes` names older facts of the same speaker "
+        "that a new one nearly repeats (it may correct them: then call `correct`, or retain "
+        "with `supersedes`). Nothing is ever replaced or deleted by retain.",
+        annotations=_annotations("Remember", ADDITIVE),
     )
-    def retain(
+    async def retain(
         text: Annotated[str, Field(description="What to remember.", min_length=1)],
         at: Annotated[
             str | None,
@@ -123,33 +218,61 @@ def build_server(memory: Any) -> Any:
         tags: Annotated[list[str] | None, Field(description="Tags to file it under.")] = None,
         type: Annotated[FactType | None, Field(description="Fact type (default: guessed).")] = None,
         document_id: Annotated[
-            str | None,
-            Field(description="Document id: retaining the same id again replaces it."),
+            str | None, Field(description="Document id: the facts are added to that document.")
         ] = None,
-        bank: Annotated[
-            str | None, Field(description="Memory bank (default: the server's).")
+        supersedes: Annotated[
+            int | None,
+            Field(
+                description="This text corrects that fact id: the old fact is closed (kept for "
+                "as_of), this one is current.",
+                ge=1,
+                le=INT64_MAX,
+            ),
         ] = None,
-    ) -> dict[str, Any]:
-        return run(
-            lambda: memory.retain(
+        bank: Bank = None,
+    ) -> CallToolResult:
+        def work(cancelled: Any) -> dict[str, Any]:
+            done = memory.retain(
                 text,
                 at=at,
                 context=context,
                 tags=tags,
                 type=type,
                 document_id=document_id,
+                supersedes=supersedes,
+                # Through MCP a document only grows: replacing one removed its facts, and
+                # an agent's retain must never delete (forget does, with a preview).
+                append=document_id is not None,
                 bank=bank,
-            ).to_json()
-        )
+                cancelled=cancelled,
+            )
+            summary = done.summary
+            head = {"summary": {"facts": summary.facts, "duplicates": summary.duplicates}}
+            stored = [compact(s.to_json()) for s in done.stored]
+            answer, _ = fit(
+                head,
+                "stored",
+                stored,
+                memory.max_tokens,
+                skip=False,
+                finish=lambda a, omitted: a.update(omitted=omitted) if omitted else None,
+                required=False,  # it is stored: the answer says so, whatever the budget
+            )
+            return answer
+
+        return _answer(await call(work))
 
     @server.tool(
         name="recall",
-        description="Recall the memories that best answer a query, best first, sized to a "
-        "token budget (the same JSON as `mem recall --format json`). Each result has "
-        "mentioned_at (when it was said) and occurred_start/occurred_end (when what it talks "
-        "about happens).",
+        description="Recall the memories that best answer a query, best first. The whole answer "
+        "fits max_tokens as sent. Each memory: id, text, context (the speaker), mentioned_at "
+        "(when it was said) and occurred_start/occurred_end (the time it talks about: a plan "
+        "said in February about November has not happened yet), score. `omitted`: memories "
+        "that matched but did not fit. `nothing_relevant`: true when no memory is close "
+        "enough to the query to be about it (then say you do not know).",
+        annotations=_annotations("Recall", READ_ONLY),
     )
-    def recall(
+    async def recall(
         query: Annotated[str, Field(description="A question or keywords.", min_length=1)],
         budget: Annotated[
             Budget | None,
@@ -158,15 +281,7 @@ def build_server(memory: Any) -> Any:
                 "server's budget setting, else mid)."
             ),
         ] = None,
-        max_tokens: Annotated[
-            int | None,
-            Field(
-                description="Token budget of the memories returned (default: the server's "
-                "max_tokens setting, else 4096).",
-                gt=0,
-                le=INT64_MAX,
-            ),
-        ] = None,
+        max_tokens: MaxTokens = None,
         limit: Annotated[
             int | None, Field(description="At most this many memories.", gt=0, le=INT64_MAX)
         ] = None,
@@ -184,6 +299,7 @@ def build_server(memory: Any) -> Any:
                 "only), exact (just these tags)."
             ),
         ] = "any",
+        types: Annotated[list[FactType] | None, Field(description="Only these types.")] = None,
         now: Annotated[
             str | None,
             Field(description="Reference time for recency and relative dates in the query."),
@@ -192,31 +308,55 @@ def build_server(memory: Any) -> Any:
             str | None,
             Field(description="Answer as the memory stood at this time (ISO date)."),
         ] = None,
-        bank: Annotated[
-            str | None, Field(description="Memory bank (default: the server's).")
-        ] = None,
-    ) -> dict[str, Any]:
-        return run(
-            lambda: memory.recall(
+        detail: Detail = False,
+        bank: Bank = None,
+    ) -> CallToolResult:
+        def work(cancelled: Any) -> dict[str, Any]:
+            tokens = budget_of(max_tokens)
+            result = memory.recall(
                 query,
                 budget=budget,
-                max_tokens=max_tokens,
+                max_tokens=tokens,
                 limit=limit,
+                types=types,
                 tags=tags,
                 tags_match=tags_match,
                 now=now,
                 as_of=as_of,
                 bank=bank,
-            ).to_json()
-        )
+            )
+            full = result.to_json()
+            if detail:
+                head = {k: v for k, v in full.items() if k != "results"}
+                items = full["results"]
+            else:
+                head = {"now": full["now"]}
+                items = [compact(r) for r in full["results"]]
+            floor = full.get("floor")
+            if floor is not None and not floor["passed"]:
+                # Nothing reached the relevance floor (recall/floor.py): say so, so the
+                # agent answers "I don't know" instead of reading an empty list as an error.
+                head["nothing_relevant"] = True
+            kept_tokens = {r["id"]: r.get("tokens") or 0 for r in full["results"]}
+
+            def finish(answer: dict[str, Any], omitted: int) -> None:
+                if detail:  # the memories' own count, as the CLI's JSON gives it
+                    answer["total_tokens"] = sum(kept_tokens[r["id"]] for r in answer["results"])
+                answer["omitted"] = omitted
+
+            answer, _ = fit(head, "results", items, tokens, finish=finish)
+            return answer
+
+        return _answer(await call(work))
 
     @server.tool(
         name="list",
-        description="List stored memories, newest said first, optionally filtered: "
-        '{"facts": [...]}, the array `mem list --format json` prints. Use it to find fact '
-        "ids for `forget`.",
+        description="List stored memories, newest said first, optionally filtered, a page at "
+        "a time: {facts, next_offset}. The page fits max_tokens as sent; call again with "
+        "offset = next_offset for the next one (null: no more). Use it to find fact ids.",
+        annotations=_annotations("List memories", READ_ONLY),
     )
-    def list_memories(
+    async def list_memories(
         tags: Annotated[list[str] | None, Field(description="Only facts with these tags.")] = None,
         tags_match: Annotated[TagsMatch, Field(description="How tags filter.")] = "any_strict",
         types: Annotated[list[FactType] | None, Field(description="Only these types.")] = None,
@@ -229,11 +369,13 @@ def build_server(memory: Any) -> Any:
             bool, Field(description="Also facts a correction has closed.")
         ] = False,
         as_of: Annotated[str | None, Field(description="As the store stood then.")] = None,
-        limit: Annotated[int, Field(description="At most this many.", gt=0, le=1000)] = 50,
+        limit: Annotated[int, Field(description="At most this many.", gt=0, le=1000)] = 20,
         offset: Annotated[int, Field(description="Skip this many first.", ge=0, le=INT64_MAX)] = 0,
-        bank: Annotated[str | None, Field(description="Memory bank.")] = None,
-    ) -> dict[str, Any]:
-        def listed() -> dict[str, Any]:
+        max_tokens: MaxTokens = None,
+        detail: Detail = False,
+        bank: Bank = None,
+    ) -> CallToolResult:
+        def work(cancelled: Any) -> dict[str, Any]:
             selection = _selection(
                 memory,
                 {
@@ -249,20 +391,93 @@ def build_server(memory: Any) -> Any:
                     "as_of": as_of,
                 },
             )
-            facts = memory.list(selection, limit=limit, offset=offset, bank=bank)
-            # An object, not the bare array: the SDK gives an array one content block per
-            # item, and none at all when it is empty.
-            return {"facts": [f.to_json() for f in facts]}
+            # One more than the page: whether there is a next one.
+            facts = memory.list(selection, limit=limit + 1, offset=offset, bank=bank)
+            page = [f.to_json() if detail else compact(f.to_json()) for f in facts[:limit]]
 
-        return run(listed)
+            def finish(answer: dict[str, Any], omitted: int) -> None:
+                shown = len(answer["facts"])
+                more = omitted > 0 or len(facts) > limit
+                answer["next_offset"] = offset + shown if more else None
+
+            # An object, not the bare array: the SDK gave an array one content block per
+            # item, and none at all when it was empty.
+            answer, _ = fit({}, "facts", page, budget_of(max_tokens), skip=False, finish=finish)
+            return answer
+
+        return _answer(await call(work))
+
+    @server.tool(
+        name="show",
+        description="Show facts whole by id: times, validity, entities, its strongest links "
+        "(`links_omitted` counts the rest), and the correction history (which fact replaced "
+        "which). Fits max_tokens as sent; `omitted_ids`: facts that did not fit.",
+        annotations=_annotations("Show facts", READ_ONLY),
+    )
+    async def show(
+        ids: Annotated[
+            list[Annotated[int, Field(ge=1, le=INT64_MAX)]],
+            Field(description="Fact ids.", min_length=1, max_length=100),
+        ],
+        max_tokens: MaxTokens = None,
+        bank: Bank = None,
+    ) -> CallToolResult:
+        def work(cancelled: Any) -> dict[str, Any]:
+            details = [d.to_json() for d in memory.show(ids, bank=bank)]
+            tokens = budget_of(max_tokens)
+
+            def finish(answer: dict[str, Any], omitted: int) -> None:
+                if omitted:
+                    answer["omitted_ids"] = [d["id"] for d in details[len(details) - omitted :]]
+
+            try:
+                shown = [_with_links(d, SHOWN_LINKS) for d in details]
+                answer, _ = fit({}, "facts", shown, tokens, skip=False, finish=finish)
+            except agentjson.BudgetTooSmall:  # a fact linked to many: without its links
+                shown = [_with_links(d, 0) for d in details]
+                answer, _ = fit({}, "facts", shown, tokens, skip=False, finish=finish)
+            return answer
+
+        return _answer(await call(work))
+
+    @server.tool(
+        name="correct",
+        description="Correct a fact: store the new text as its current version and close the "
+        "old one (kept: recall with as_of before now still finds it; `show` gives the "
+        "history). Use it on the ids `possibly_supersedes` names when the new fact replaces "
+        "the old.",
+        annotations=_annotations("Correct a fact", ADDITIVE),
+    )
+    async def correct(
+        fact_id: Annotated[int, Field(description="The fact to correct.", ge=1, le=INT64_MAX)],
+        text: Annotated[str, Field(description="What is true now.", min_length=1)],
+        at: Annotated[
+            str | None,
+            Field(description="When the correction was made (default now; not in the future)."),
+        ] = None,
+        context: Annotated[
+            str | None, Field(description="Speaker (default: the old fact's).")
+        ] = None,
+        bank: Bank = None,
+    ) -> CallToolResult:
+        def work(cancelled: Any) -> dict[str, Any]:
+            return memory.correct(
+                fact_id, text, at=at, context=context, bank=bank, cancelled=cancelled
+            ).to_json()
+
+        return _answer(await call(work))
 
     @server.tool(
         name="forget",
-        description="Forget memories for good (every table, one transaction). Say what: fact "
-        "ids, a document, a source id, tags, a speaker, a time range or a query. With "
-        "dry_run, only report what would go. The same JSON as `mem forget --format json`.",
+        description="Forget memories for good (every table, one transaction). Facts named by "
+        "`ids` go at once. Any other selector (a document, source id, tags, speaker, time "
+        "range, query) first returns a preview and removes nothing: `count`, `would_forget` "
+        "and `confirm`; call forget again with the same selector and `confirm` set to that "
+        "token to remove exactly those facts. At most the server's forget_limit facts (100 "
+        "unless configured) go in one call; a larger selection is refused.",
+        annotations=_annotations("Forget", DESTRUCTIVE),
     )
-    def forget(
+    async def forget(
         ids: Annotated[
             list[Annotated[int, Field(ge=1, le=INT64_MAX)]] | None, Field(description="Fact ids.")
         ] = None,
@@ -283,10 +498,14 @@ def build_server(memory: Any) -> Any:
         limit: Annotated[
             int, Field(description="With query: at most this many.", gt=0, le=INT64_MAX)
         ] = 10,
+        confirm: Annotated[
+            str | None,
+            Field(description="The token of this selector's preview: remove what it showed."),
+        ] = None,
         dry_run: Annotated[bool, Field(description="Change nothing; say what would go.")] = False,
-        bank: Annotated[str | None, Field(description="Memory bank.")] = None,
-    ) -> dict[str, Any]:
-        def forgotten() -> dict[str, Any]:
+        bank: Bank = None,
+    ) -> CallToolResult:
+        def work(cancelled: Any) -> dict[str, Any]:
             selection = _selection(
                 memory,
                 {
@@ -306,9 +525,50 @@ def build_server(memory: Any) -> Any:
                     "include_invalid": True,
                 },
             )
-            return memory.forget(selection, dry_run=dry_run, bank=bank).to_json()
+            done = memory.forget_guarded(
+                selection, confirm=confirm, dry_run=dry_run, bank=bank, cancelled=cancelled
+            )
+            full = done.to_json()
+            if not done.dry_run:
+                return full
+            head = {k: v for k, v in full.items() if k != "facts"}
+            preview = [compact(f) for f in full["facts"]]
+            answer, _ = fit(head, "facts", preview, memory.max_tokens, skip=False, required=False)
+            return answer
 
-        return run(forgotten)
+        return _answer(await call(work))
+
+    @server.tool(
+        name="banks",
+        description="The memory banks in the store: facts, documents, entities and links of "
+        "each, its first and last memory, its embedder.",
+        annotations=_annotations("Banks", READ_ONLY),
+    )
+    async def banks() -> CallToolResult:
+        def work(cancelled: Any) -> dict[str, Any]:
+            return {"banks": [b.to_json() for b in memory.banks()]}
+
+        return _answer(await call(work))
+
+    @server.tool(
+        name="stats",
+        description="This server's memory at a glance: its default bank, how many facts each "
+        "bank holds, and the limits it applies (max_tokens, forget_limit).",
+        annotations=_annotations("Stats", READ_ONLY),
+    )
+    async def stats() -> CallToolResult:
+        def work(cancelled: Any) -> dict[str, Any]:
+            info = memory.stats()
+            return {
+                "bank": memory.bank,
+                "banks": {row["bank"]: row["facts"] for row in info.banks},
+                "facts": sum(row["facts"] for row in info.banks),
+                "embedder": info.embedder,
+                "max_tokens": memory.max_tokens,
+                "forget_limit": memory.forget_limit,
+            }
+
+        return _answer(await call(work))
 
     _strict_arguments(server)
     return server
@@ -592,3 +852,131 @@ def _wire_error(exc: Exception) -> Any:
     return types.JSONRPCError(
         jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
     )
+
+
+# -- streamable HTTP ------------------------------------------------------------------------
+
+MCP_PATH = "/mcp"
+HEALTH_PATH = "/health"
+
+
+class HttpError(ValueError):
+    """A `--http` address or token that cannot be served (one line)."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """HOST:PORT ("127.0.0.1:8765", "[::1]:8765", "localhost:0") as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise HttpError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:8765)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether host names this machine only (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bearer_token(env_value: str | None, token_file: str | None) -> str | None:
+    """The token clients must send ($MEM_MCP_TOKEN, else the config's mcp_token_file)."""
+    if env_value:
+        token = env_value.strip()
+        where = "$MEM_MCP_TOKEN"
+    elif token_file:
+        where = f"mcp_token_file {token_file}"
+        try:
+            with open(token_file, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HttpError(f"cannot read the {where}: {getattr(exc, 'strerror', exc)}") from None
+    else:
+        return None
+    if not token or any(ch.isspace() for ch in token) or not token.isprintable():
+        raise HttpError(f"the {where} holds no usable token (one word of printable characters)")
+    if len(token) < 16:
+        raise HttpError(
+            f"the token of {where} is too short to guess-proof: use 16 characters or more"
+        )
+    return token
+
+
+def http_app(server: Any, token: str | None, host: str) -> Any:
+    """The server as an ASGI app: MCP's streamable HTTP at /mcp, a health check at /health,
+    and, with a token, `Authorization: Bearer TOKEN` checked on every request (the health
+    check's too) before anything else runs."""
+    import hmac
+
+    from starlette.responses import JSONResponse
+
+    @server.custom_route(HEALTH_PATH, methods=["GET"])
+    async def health(request: Any) -> Any:
+        return JSONResponse({"status": "ok", "server": "mem", "version": __version__})
+
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    if token is None:
+        return app
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                refusal = JSONResponse(
+                    {"error": "unauthorized: send Authorization: Bearer <the server's token>"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="mem"'},
+                )
+                await refusal(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def serve_http(memory: Any, address: str, token: str | None, announce: Any = None) -> None:
+    """Serve MCP over streamable HTTP at http://HOST:PORT/mcp until stopped (SIGINT or
+    SIGTERM): one Memory, so one store and one set of models, for every client. A token is
+    required for any address but loopback. `announce(url)` is told where it listens once
+    the socket is bound (port 0: the one the system chose)."""
+    import socket
+
+    import anyio
+    import uvicorn
+
+    host, port = parse_address(address)
+    if token is None and not is_loopback(host):
+        raise HttpError(
+            f"refusing to serve {host} without a token: anyone who can reach it could read "
+            "and forget the memory; set MEM_MCP_TOKEN or mcp_token_file (`mem config set "
+            "mcp_token_file PATH`), or bind 127.0.0.1"
+        )
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise HttpError(f"cannot listen on {address}: {exc.strerror or exc}") from None
+    bound_port = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    app = http_app(build_server(memory), token, host)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    web = uvicorn.Server(config)
+    if announce is not None:
+        announce(f"http://{shown_host}:{bound_port}{MCP_PATH}")
+    try:
+        anyio.run(web.serve, [sock])
+    finally:
+        sock.close()
+        memory.close()

@@ -21,6 +21,7 @@ or natural language ("yesterday 5pm", read in the user's local time zone).
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memcli.enums import Budget, FactType, TagsMatch
-from memcli.errors import MemError
+from memcli.errors import Cancelled, MemError
 from memcli.results import (
     BankInfo,
     CorrectResult,
@@ -81,14 +82,26 @@ def _choice(value: Any, kind: type, field: str) -> str:
         raise _usage(f"unknown {_NOUNS[kind]} {value!r} (use {allowed})", field) from None
 
 
+def stop_if(cancelled: Callable[[], bool] | None) -> None:
+    """Raise Cancelled when the caller has given up (checked before each write)."""
+    if cancelled is not None and cancelled():
+        raise Cancelled("cancelled before it was written: nothing was changed")
+
+
 def _positive(value: int | None, field: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
         raise _usage("must be a positive whole number", field)
 
 
+# How many facts one guarded forget (forget_guarded: an agent's, through MCP) may remove.
+DEFAULT_FORGET_LIMIT = 100
+
+
 class Memory:
     """One store and a default bank in it (see the module docstring). A context manager;
-    safe to share between threads (each call takes the store in turn)."""
+    safe to share between threads: reads (recall, list, show, banks, stats) run in parallel
+    on read-only connections of their own (memcli/readpool.py), writes one at a time on the
+    one writing connection, and a read never waits for a write."""
 
     def __init__(
         self,
@@ -99,8 +112,11 @@ class Memory:
         reranker: str | None = None,
         budget: Budget | str = Budget.mid,
         max_tokens: int = 4096,
+        forget_limit: int = DEFAULT_FORGET_LIMIT,
+        readers: int | None = None,
     ) -> None:
         from memcli.paths import resolve_db_path
+        from memcli.readpool import DEFAULT_READERS, ReadPool
 
         try:
             self.db = resolve_db_path(db)
@@ -113,7 +129,15 @@ class Memory:
         self.budget = _choice(budget, Budget, "budget")
         _positive(max_tokens, "max_tokens")
         self.max_tokens = max_tokens
-        self._lock = threading.RLock()
+        _positive(forget_limit, "forget_limit")
+        self.forget_limit = forget_limit
+        _positive(readers, "readers")
+        # Writes, one at a time: the writing connection is held by one call until it ends.
+        self._write_lock = threading.RLock()
+        self._pool = ReadPool(self.db, readers or DEFAULT_READERS, upgrade=self._upgrade)
+        self._models_lock = threading.Lock()
+        # Signs forget previews: a confirmation is only had from this Memory's preview.
+        self._forget_key = secrets.token_bytes(16)
         self._store: Any = None
         self._identity: tuple[int, int, int] | None = None
         self._embedders: dict[str, Any] = {}
@@ -130,28 +154,35 @@ class Memory:
 
     def close(self) -> None:
         """Close the store (the models stay loaded until the Memory is dropped)."""
-        with self._lock:
+        with self._write_lock:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+        self._pool.close()
 
     def exists(self) -> bool:
         """Whether there is a store at the path yet (retain and import make it)."""
         return os.path.lexists(self.db)
 
     @contextmanager
-    def store(self, create: bool = False, readonly: bool = False) -> Iterator[Any]:
-        """The store, held for one call. It is opened on first use and again when the file at
-        the path is no longer the one opened (a backup restored over it, or deleted): the old
-        connection answered from the deleted file and wrote into the new one's WAL. Only the
-        writes that may make a store pass create=True: a read through a mistyped path must
-        not leave an empty store behind. readonly: a read that must work on a file it cannot
-        write and must not upgrade (list, show, export); a connection already open for
-        writing serves it too."""
+    def store(
+        self,
+        create: bool = False,
+        readonly: bool = False,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> Iterator[Any]:
+        """The writing connection, held by one call (writes one at a time). It is opened on
+        first use and again when the file at the path is no longer the one opened (a backup
+        restored over it, or deleted): the old connection answered from the deleted file and
+        wrote into the new one's WAL. Only the writes that may make a store pass create=True:
+        a read through a mistyped path must not leave an empty store behind. readonly: a file
+        it cannot write is opened read-only (a connection already open for writing serves
+        too). `cancelled`: asked once the connection is this call's, before any write: a
+        call whose caller gave up meanwhile (it waited for another write) stops there."""
         from memcli.paths import file_identity
         from memcli.store import Store
 
-        with self._lock:
+        with self._write_lock:
             if self._store is not None and file_identity(self.db) != self._identity:
                 self._store.abandon()
                 self._store = None
@@ -161,7 +192,20 @@ class Memory:
             if self._store is None:
                 self._store = Store(self.db, create=create and not readonly, readonly=readonly)
                 self._identity = file_identity(self.db)
+            stop_if(cancelled)
             yield self._store
+
+    @contextmanager
+    def reading(self) -> Iterator[Any]:
+        """A read-only connection of the store for one read call, beside the writer and the
+        other readers (memcli/readpool.py). The store must exist (callers ask exists())."""
+        with self._pool.reader() as store:
+            yield store
+
+    def _upgrade(self) -> None:
+        """Bring an older store to this mem's schema (the writer's open does)."""
+        with self.store():
+            pass
 
     # -- models ---------------------------------------------------------------------------
 
@@ -174,9 +218,7 @@ class Memory:
         bank_id = store.banks.bank_id(bank) if store is not None else None
         recorded = store.vectors.bank_embedder(bank_id)[0] if bank_id is not None else None
         spec = choice.for_bank(recorded, self.embedder_name, texts, bank=bank).spec
-        if spec not in self._embedders:
-            self._embedders[spec] = load_embedder(spec)
-        return self._embedders[spec]
+        return self._loaded(spec, load_embedder)
 
     def named_embedder(self, name: str | None = None) -> Any:
         """A model by name or path (None: the Memory's explicit one, else the default)."""
@@ -184,9 +226,14 @@ class Memory:
         from memcli.models.embedder import load_embedder
 
         spec = name or self.embedder_name or DEFAULT_NAME
-        if spec not in self._embedders:
-            self._embedders[spec] = load_embedder(spec)
-        return self._embedders[spec]
+        return self._loaded(spec, load_embedder)
+
+    def _loaded(self, spec: str, load: Callable[[str], Any]) -> Any:
+        """The model `spec`, loaded once however many calls ask for it at the same time."""
+        with self._models_lock:
+            if spec not in self._embedders:
+                self._embedders[spec] = load(spec)
+            return self._embedders[spec]
 
     def active_embedder(self, bank: str | None = None) -> dict[str, Any]:
         """Which embedder the bank's recalls use and why (memcli/modelcheck.py)."""
@@ -195,11 +242,15 @@ class Memory:
         bank = self._bank(bank)
         if not self.exists():
             return modelcheck.active_embedder(None, bank, self.embedder_name)
-        with self.store(readonly=True) as store:
+        with self.reading() as store:
             return modelcheck.active_embedder(store, bank, self.embedder_name)
 
     def reranker(self) -> Any:
         """The cross-encoder, when one is configured (loaded once)."""
+        with self._models_lock:
+            return self._load_reranker()
+
+    def _load_reranker(self) -> Any:
         if not self._reranker_loaded:
             if self.reranker_path:
                 from memcli.models.reranker import load_reranker
@@ -249,13 +300,15 @@ class Memory:
         hints: bool = True,
         invalid: int = 0,
         progress: Callable[[int], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> RetainResult:
         """Remember `text` and/or `items` (RetainItem objects, or dicts of the JSONL keys:
         id, text, timestamp, context, tags, type, document_id, metadata). The keyword
         arguments are every item's defaults. `supersedes`: this one item corrects that fact
         (closing its validity). `append`: add the items to their documents instead of
         replacing them. `hints`: name the older facts each new one may supersede. Nothing is
-        written when any item is bad."""
+        written when any item is bad. `cancelled()`: asked before each write transaction and
+        while embedding; once true the call raises Cancelled, having written nothing more."""
         from memcli.ingest import item_from_json, items_from_text
         from memcli.retain import RetainError, RetainItem, check_item
 
@@ -310,7 +363,8 @@ class Memory:
             if supersedes is not None:
                 raise MemError(f"no fact {supersedes} in bank {bank!r}; nothing stored")
             model = self.embedder_for(None, bank, texts)
-        with self.store(create=True) as store:
+        stop_if(cancelled)
+        with self.store(create=True, cancelled=cancelled) as store:
             sources: dict[str, Any] = {}
             unchanged: list[str] = []
             if documents and not append and supersedes is None:
@@ -320,7 +374,17 @@ class Memory:
                 if not batch:
                     return RetainResult.nothing(unchanged)
             result = self._retain_into(
-                store, bank, batch, model, supersedes, append, hints, invalid, progress, sources
+                store,
+                bank,
+                batch,
+                model,
+                supersedes,
+                append,
+                hints,
+                invalid,
+                progress,
+                sources,
+                cancelled,
             )
             result.unchanged = unchanged
             return result
@@ -377,6 +441,7 @@ class Memory:
         invalid: int,
         progress: Callable[[int], None] | None,
         sources: dict[str, Any] | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> RetainResult:
         from memcli import lifecycle
         from memcli.models.choice import language_warning
@@ -387,7 +452,13 @@ class Memory:
             # (a bank another process made meantime has its own embedder)
             model = self.embedder_for(store, bank, texts)
         retainer = Retainer(
-            store, bank, model, keep_stored=True, append=append, document_sources=sources
+            store,
+            bank,
+            model,
+            keep_stored=True,
+            append=append,
+            document_sources=sources,
+            should_stop=cancelled,
         )
         retainer.summary.invalid = invalid
         if supersedes is None:
@@ -603,7 +674,7 @@ class Memory:
             raise _usage(NO_WORDS)
         if not self.exists():
             return empty_result(query, options, note="no store yet")
-        with self.store() as store:
+        with self.reading() as store:
             return run_recall(
                 store,
                 bank,
@@ -674,7 +745,7 @@ class Memory:
             raise _usage("cannot be negative", "offset")
         if not self.exists():
             return
-        with self.store(readonly=True) as store, store.snapshot():
+        with self.reading() as store, store.snapshot():
             for fact in lifecycle.iter_facts(store, bank, sel, limit=limit, offset=offset):
                 yield FactRecord.of(fact)
 
@@ -699,14 +770,14 @@ class Memory:
         for fact_id in ids:
             _positive(fact_id, "ids")
         self._require_store(bank)
-        with self.store(readonly=True) as store, store.snapshot():
+        with self.reading() as store, store.snapshot():
             return [FactDetail(**d) for d in lifecycle.show(store, bank, list(ids))]
 
     def require_bank(self, bank: str) -> None:
         """Raise unless the bank exists (a store not made yet has none)."""
         bank = self._bank_name(bank)
         self._require_store(bank)
-        with self.store() as store:
+        with self.reading() as store:
             store.banks.require_bank(bank)
 
     def _require_store(self, bank: str) -> None:
@@ -725,7 +796,7 @@ class Memory:
 
         bank = self._bank(bank)
         self._require_store(bank)
-        with self.store() as store:
+        with self.reading() as store:
             return lifecycle.plan_forget(
                 store,
                 bank,
@@ -741,6 +812,7 @@ class Memory:
         dry_run: bool = False,
         bank: str | None = None,
         plan: Any = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> ForgetResult:
         """Forget the selected facts for good, in one transaction (dry_run: say what would
         go). `plan`: the plan_forget already shown for this selection (its facts are the
@@ -752,9 +824,62 @@ class Memory:
             plan = self.plan_forget(selection, bank=bank)
         if dry_run or not plan.fact_ids:
             return ForgetResult.of(plan, dry_run, None)
-        with self.store() as store:
+        with self.store(cancelled=cancelled) as store:
             counts = lifecycle.forget(store, plan)
         return ForgetResult.of(plan, False, counts)
+
+    def forget_guarded(
+        self,
+        selection: Any,
+        *,
+        confirm: str | None = None,
+        dry_run: bool = False,
+        bank: str | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> ForgetResult:
+        """A forget for a caller no one can ask first (an agent, through MCP). Facts named by
+        id go at once. Any other selection (a tag, a time range, a query...) first answers
+        with its preview, removing nothing, and a confirmation token (`confirm` in its
+        JSON); it goes only when called again with that token while it still selects
+        exactly the facts previewed. No call removes more than `forget_limit` facts: a
+        selection of more is refused whole. dry_run: the preview, whatever was selected."""
+        bank = self._bank(bank)
+        plan = self.plan_forget(selection, bank=bank)
+        count = len(plan.fact_ids)
+        named = bool(selection.ids)
+        if count > self.forget_limit:
+            how = "name" if named else "select"
+            raise MemError(
+                f"refused: these {how} {count} facts, more than one forget removes here "
+                f"({self.forget_limit}, the forget_limit setting); nothing was forgotten: "
+                + (
+                    "forget them in smaller calls"
+                    if named
+                    else "narrow the selection, or name the facts by {ids}"
+                ),
+                usage=True,
+            )
+        token = self._forget_token(plan) if plan.fact_ids and not named else None
+        if dry_run or (token is not None and confirm != token):
+            if confirm is not None and not dry_run:
+                raise MemError(
+                    f"the {{confirm}} token is not this selection's: it selects {count} facts "
+                    "now, which were not previewed (the store changed, or the selection "
+                    "differs); nothing was forgotten: preview it again without {confirm}",
+                    field="confirm",
+                    usage=True,
+                )
+            return ForgetResult.of(plan, True, None, token=token)
+        return self.forget(selection, bank=bank, plan=plan, cancelled=cancelled)
+
+    def _forget_token(self, plan: Any) -> str:
+        """The confirmation of one preview: this Memory's signature of the bank and the
+        exact facts it would remove (no other set of facts has it)."""
+        import hashlib
+        import hmac
+
+        what = f"{self.db.resolve()}\0{plan.bank_id}\0{','.join(map(str, plan.fact_ids))}"
+        return hmac.new(self._forget_key, what.encode(), hashlib.sha256).hexdigest()[:20]
 
     def correct(
         self,
@@ -764,6 +889,7 @@ class Memory:
         at: When = None,
         context: str | None = None,
         bank: str | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> CorrectResult:
         """Store `text` as the new version of a fact and close the old one at `at`
         (default now); the old one stays for `as_of`."""
@@ -778,11 +904,11 @@ class Memory:
             raise _usage("is in the future: a correction is made now or was made earlier", "at")
         if not self.exists():
             raise MemError(f"no fact {fact_id} in bank {bank!r}; nothing stored")
-        with self.store() as store:
+        with self.store(cancelled=cancelled) as store:
             old = lifecycle.current_fact(store, bank, fact_id)
             item = lifecycle.correction_item(store, old, text, context)
             model = self.embedder_for(store, bank)
-            retainer = Retainer(store, bank, model, now=when)
+            retainer = Retainer(store, bank, model, now=when, should_stop=cancelled)
             _, new_ids = lifecycle.retain_superseding(store, old, retainer, [item])
         return CorrectResult.of(fact_id, new_ids, retainer.now)
 
@@ -792,7 +918,7 @@ class Memory:
         """Every bank: facts, documents, entities, links, first and last, embedder."""
         if not self.exists():
             return []
-        with self.store(readonly=True) as store, store.snapshot():
+        with self.reading() as store, store.snapshot():
             rows = store.banks.bank_stats()
             for row in rows:
                 bank_id = store.banks.bank_id(row["bank"])
@@ -816,7 +942,7 @@ class Memory:
         """How many facts a bank holds (for a question before deleting it)."""
         self._bank_name(name)
         self._require_store(name)
-        with self.store() as store:
+        with self.reading() as store:
             return store.facts.fact_count(store.banks.require_bank(name))
 
     def delete_bank(self, name: str) -> dict[str, int]:
@@ -829,9 +955,10 @@ class Memory:
                 return store.banks.delete_bank(bank_id)
 
     def stats(self) -> Stats:
-        """The store's path and what each bank holds."""
-        self._require_store(self.bank)
-        with self.store() as store:
+        """The store's path and what each bank holds (a store not made yet: no banks)."""
+        if not self.exists():
+            return Stats(db=str(self.db), embedder=None, banks=[])
+        with self.reading() as store, store.snapshot():
             rows = store.banks.bank_stats()
             embedder = store.vectors.store_embedder()
         return Stats(db=str(self.db), embedder=embedder, banks=rows)
@@ -853,11 +980,19 @@ class Memory:
         """(header, lines): the bank as export JSONL lines, from one consistent state.
         Consume the lines before the next call on this Memory."""
         from memcli import exchange
+        from memcli.store import Store
 
         bank = self._bank(bank)
         self._require_store(bank)
-        with self.store(readonly=True) as store:
-            return exchange.export_lines(store, bank, with_vectors=with_vectors)
+        # A connection of its own, closed with the lines: they are read after this returns,
+        # while other calls use the pooled ones.
+        store = Store(self.db, create=False, readonly=True)
+        try:
+            header, lines = exchange.export_lines(store, bank, with_vectors=with_vectors)
+        except BaseException:
+            store.close()
+            raise
+        return header, _Closing(lines, store)
 
     def export(
         self,
@@ -974,7 +1109,7 @@ class Memory:
                 on_stage=on_stage,
             )
 
-        with self._lock:
+        with self._write_lock:
             if self.exists():
                 with self.store(create=True) as store:
                     report = run(store)
@@ -1003,6 +1138,35 @@ class Memory:
         with self.store() as store:
             report = lifecycle.reembed(store, bank, model, progress=progress, on_total=on_total)
         return ReembedResult(**report.__dict__)
+
+
+class _Closing:
+    """Lines that close their store when exhausted or closed (even before the first line:
+    a generator's finally would not run then)."""
+
+    def __init__(self, lines: Iterator[str], store: Any) -> None:
+        self._lines = lines
+        self._store = store
+
+    def __iter__(self) -> _Closing:
+        return self
+
+    def __next__(self) -> str:
+        try:
+            return next(self._lines)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        close = getattr(self._lines, "close", None)
+        try:
+            if close is not None:
+                close()
+        finally:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
 
 
 def _write_export(

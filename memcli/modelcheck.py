@@ -140,3 +140,28 @@ def active_embedder(store: Any | None, bank: str, override: str | None) -> dict[
         "default": "the default for a new bank (e5 when its first text is mostly CJK)",
     }.get(picked.reason, picked.reason)
     return {"spec": picked.spec, "reason": why, "bank_recorded": recorded}
+
+
+def banks_of_other_models(banks: list[Any], spec: str) -> list[tuple[str, str]]:
+    """(bank, its model) of every bank whose vectors another model than `spec` made: with
+    `spec` as the embedder setting every recall and retain in them would fail (the setting
+    is explicit, and an explicit embedder wins over a bank's own). Banks with no vectors
+    yet are not at odds."""
+    from memcli.models.embedder import builtin_name
+    from memcli.store.vectors import same_model_name
+
+    embedded = [bank for bank in banks if bank.embedder]
+    if not embedded:
+        return []
+    wanted = builtin_name(spec)
+    if wanted is None:  # a GGUF path: the model's own name, as a bank records it
+        try:
+            wanted = read_gguf(Path(spec)).name or Path(spec).stem
+        except ModelError:  # unreadable here: its file name is all there is to go by
+            wanted = Path(spec).stem
+    at_odds = []
+    for bank in embedded:
+        recorded = bank.embedder
+        if recorded and not same_model_name(recorded, wanted):
+            at_odds.append((bank.bank, recorded))
+    return at_odds

@@ -10,6 +10,7 @@ import orjson
 from memcli.blocks import memory_block, said_and_about
 from memcli.clock import utc_to_local
 from memcli.display import one_line, terminal_safe
+from memcli.jsontime import calendar, instant
 from memcli.recall.types import ARMS, Candidate, RecallResult
 from memcli.store import iso
 
@@ -194,9 +195,9 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
         "context": f.context,
         "type": f.fact_type,
         "tags": f.tags,
-        "mentioned_at": iso(f.mentioned_at),
-        "occurred_start": iso(f.occurred_start),
-        "occurred_end": iso(f.occurred_end),
+        "mentioned_at": instant(f.mentioned_at),
+        "occurred_start": calendar(f.occurred_start),
+        "occurred_end": calendar(f.occurred_end),
         "entities": f.entities,
         "tokens": c.tokens,
         "score": round(c.final, 6),
@@ -213,15 +214,24 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
     }
 
 
+def window_json(window: Any) -> dict[str, Any] | None:
+    """A query's time window as JSON: calendar times with their offsets (jsontime)."""
+    if window is None:
+        return None
+    out = window.to_json()
+    out["start"], out["end"] = calendar(window.start), calendar(window.end)
+    return out
+
+
 def to_json_obj(result: RecallResult, trace: bool = False) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "query": result.query,
-        "now": iso(result.now),
+        "now": instant(result.now),
         "budget": result.budget,
         "max_tokens": result.max_tokens,
         "total_tokens": result.total_tokens,
         "reranker": result.reranker,
-        "time_window": result.time_window.to_json() if result.time_window else None,
+        "time_window": window_json(result.time_window),
         # The relevance floor (recall/floor.py), and whether any memory reached it: with
         # "passed" false the results are empty because nothing is relevant.
         "floor": (
@@ -238,6 +248,15 @@ def to_json_obj(result: RecallResult, trace: bool = False) -> dict[str, Any]:
     return obj
 
 
+def _notes_json(notes: dict[str, Any]) -> dict[str, Any]:
+    """An arm's notes for the JSON trace: a time window's bounds with their offsets."""
+    window = notes.get("window")
+    if not isinstance(window, dict):
+        return notes
+    bounds = {k: calendar(window[k]) for k in ("start", "end") if k in window}
+    return {**notes, "window": {**window, **bounds}}
+
+
 def trace_obj(result: RecallResult) -> dict[str, Any]:
     return {
         "scores": "reranker" if result.reranker else "synthetic (fusion score / best, no reranker)",
@@ -246,7 +265,7 @@ def trace_obj(result: RecallResult) -> dict[str, Any]:
                 "seconds": round(arm.seconds, 6),
                 "score": arm.score_name,
                 "hits": len(arm.hits),
-                "notes": arm.notes,
+                "notes": _notes_json(arm.notes),
                 "top": [[h.fact_id, round(h.score, 6)] for h in arm.hits[:20]],
             }
             for name, arm in result.arms.items()

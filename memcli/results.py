@@ -1,7 +1,8 @@
 """What `Memory` returns: typed results whose fields are the JSON contract.
 
 Each result's `to_json()` is exactly what `--format json` prints and what an MCP tool
-answers (times in the store's form: UTC, to the second). A recall returns
+answers. The fields hold times in the store's form (naive: UTC instants, calendar periods);
+`to_json()` writes each with an explicit offset (memcli/jsontime.py). A recall returns
 memcli.recall.RecallResult, whose `to_json()` is memcli/render.py's.
 """
 
@@ -16,6 +17,37 @@ def _iso(value: datetime | None) -> str | None:
     from memcli.store import iso
 
     return iso(value)
+
+
+# The fields of a fact that are instants (UTC) and calendar times (the speaker's days).
+INSTANT_FIELDS = ("mentioned_at", "valid_from", "invalid_at", "created_at")
+CALENDAR_FIELDS = ("occurred_start", "occurred_end")
+
+
+def with_offsets(fields: dict[str, Any]) -> dict[str, Any]:
+    """A fact's JSON fields with each time written with its offset (jsontime)."""
+    from memcli.jsontime import calendar, instant
+
+    out = dict(fields)
+    for key in INSTANT_FIELDS:
+        if key in out:
+            out[key] = instant(out[key])
+    for key in CALENDAR_FIELDS:
+        if key in out:
+            out[key] = calendar(out[key])
+    return out
+
+
+def bank_row_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A bank's row (store.bank_stats) as JSON: first and last with their offsets, without
+    the flags that say which of them is a period (machine output never carried them)."""
+    from memcli.jsontime import event
+
+    out = {k: v for k, v in row.items() if not k.endswith("_is_period")}
+    for end in ("first", "last"):
+        if end in out:
+            out[end] = event(row[end], bool(row.get(f"{end}_is_period")))
+    return out
 
 
 class _Result:
@@ -43,6 +75,9 @@ class StoredFact(_Result):
     # Older, still valid facts of the same speaker that this one nearly repeats, most similar
     # first: a hint that it may correct them (`correct` acts on it; nothing was changed).
     possibly_supersedes: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return with_offsets(asdict(self))
 
 
 @dataclass
@@ -135,7 +170,7 @@ class FactRecord(_Result):
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         del out["fact"]
-        return out
+        return with_offsets(out)
 
 
 @dataclass
@@ -167,6 +202,11 @@ class FactDetail(_Result):
     embedder_fingerprint: str | None
     has_vector: bool
 
+    def to_json(self) -> dict[str, Any]:
+        out = with_offsets(asdict(self))
+        out["history"] = [with_offsets(h) for h in self.history]
+        return out
+
 
 # -- forget, correct ------------------------------------------------------------------------
 
@@ -181,22 +221,31 @@ class ForgetResult:
     reopens: int
     counts: dict[str, int] | None
     preview: list[FactRecord]
+    # A guarded forget's preview (Memory.forget_guarded): what a second call must echo as
+    # `confirm` to remove these facts (None: nothing needs confirming).
+    token: str | None = None
 
     @classmethod
-    def of(cls, plan: Any, dry_run: bool, counts: dict[str, int] | None) -> ForgetResult:
+    def of(
+        cls, plan: Any, dry_run: bool, counts: dict[str, int] | None, token: str | None = None
+    ) -> ForgetResult:
         preview = [FactRecord.of(f) for f in plan.preview]
-        return cls(dry_run, list(plan.fact_ids), plan.reopens, counts, preview)
+        return cls(dry_run, list(plan.fact_ids), plan.reopens, counts, preview, token)
 
     def to_json(self) -> dict[str, Any]:
         from memcli.lifecycle import FORGET_COUNTS
 
         if self.dry_run:
-            return {
+            out = {
                 "dry_run": True,
                 "would_forget": self.fact_ids,
                 "would_reopen": self.reopens,
                 "facts": [f.to_json() for f in self.preview],
             }
+            if self.token is not None:
+                out["count"] = len(self.fact_ids)
+                out["confirm"] = self.token
+            return out
         return {
             "forgotten": self.fact_ids,
             "counts": self.counts or dict.fromkeys(FORGET_COUNTS, 0),
@@ -212,6 +261,11 @@ class CorrectResult(_Result):
     @classmethod
     def of(cls, fact_id: int, new_ids: list[int], at: datetime) -> CorrectResult:
         return cls(fact_id, list(new_ids), _iso(at) or "")
+
+    def to_json(self) -> dict[str, Any]:
+        from memcli.jsontime import instant
+
+        return {"corrected": self.corrected, "by": self.by, "at": instant(self.at)}
 
 
 # -- banks, stats ---------------------------------------------------------------------------
@@ -232,12 +286,22 @@ class BankInfo(_Result):
     last_is_period: bool
     reembedding: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        return bank_row_json(asdict(self))
+
 
 @dataclass
 class Stats(_Result):
     db: str
     embedder: str | None
     banks: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "db": self.db,
+            "embedder": self.embedder,
+            "banks": [bank_row_json(row) for row in self.banks],
+        }
 
 
 # -- import, re-embed -----------------------------------------------------------------------

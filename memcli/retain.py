@@ -33,7 +33,7 @@ import numpy as np
 from memcli import blocks, tokens
 from memcli import entities as entity_mod
 from memcli.clock import utc_to_local, utcnow
-from memcli.display import has_visible_text, one_line
+from memcli.display import count, has_visible_text, one_line
 from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
@@ -93,15 +93,15 @@ class RetainSummary:
     stored: list[dict[str, Any]] = field(default_factory=list)
 
     def line(self) -> str:
-        parts = [f"{self.items} items", f"{self.facts} facts stored"]
+        parts = [f"{count(self.items, 'item')}", f"{count(self.facts, 'fact')} stored"]
         if self.duplicates:
-            parts.append(f"{self.duplicates} duplicates skipped")
+            parts.append(f"{count(self.duplicates, 'duplicate')} skipped")
         if self.invalid:
-            parts.append(f"{self.invalid} invalid lines skipped")
+            parts.append(f"{count(self.invalid, 'invalid line')} skipped")
         if self.documents_replaced:
-            parts.append(f"{self.documents_replaced} documents replaced")
-        parts.append(f"{self.entities} new entities")
-        parts.append(f"{self.links} links")
+            parts.append(f"{count(self.documents_replaced, 'document')} replaced")
+        parts.append(f"{count(self.entities, 'new entity', 'new entities')}")
+        parts.append(f"{count(self.links, 'link')}")
         rate = self.facts / self.seconds if self.seconds > 0 else 0.0
         parts.append(f"{self.seconds:.1f}s ({rate:.0f} facts/s)")
         text = ", ".join(parts)
@@ -326,6 +326,10 @@ def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> l
     return out
 
 
+# Texts embedded between two looks at should_stop (a few seconds of CPU at most).
+EMBED_CHUNK = 64
+
+
 def with_mentions(names: list[str], text: str, mentions: dict[str, str | None]) -> list[str]:
     """A fact's entity names with the ones its input names: a mention whose words are in
     the fact's text (or that has no words: about every fact of the item) replaces the name
@@ -365,9 +369,13 @@ class Retainer:
         now: datetime | None = None,
         keep_stored: bool = False,
         append: bool = False,
+        should_stop: Callable[[], bool] | None = None,
         document_sources: dict[str, tuple[str | None, str | None]] | None = None,
     ) -> None:
         self.store = store
+        # Asked before each write transaction and between embedding chunks: true when the
+        # caller gave up (an MCP client's cancellation); the call then stops there.
+        self.should_stop = should_stop
         self.bank = bank
         self.embedder = embedder
         self.settings = settings or RetainSettings()
@@ -411,12 +419,14 @@ class Retainer:
                 where = item.source_id or (f"item {number}" if len(items) > 1 else None)
                 raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
         try:
+            self._stop_if_asked()
             with self.store.atomic():
                 self.store.documents.purge_abandoned_staging()
             for batch in _batches(items, self.settings.batch_items):
                 self.retain_batch(batch)
                 if progress:
                     progress(len(batch))
+            self._stop_if_asked()
             self._publish()
         except KeyboardInterrupt:
             self.summary.interrupted = True
@@ -426,7 +436,7 @@ class Retainer:
             if self.summary.batches:  # say what the earlier, committed batches keep
                 raise type(exc)(
                     f"{exc} (in batch {self.summary.batches + 1}; the "
-                    f"{self.summary.items} items of the batches before it stay stored)"
+                    f"{count(self.summary.items, 'item')} of the batches before it stay stored)"
                 ) from exc
             raise
         except BaseException:
@@ -436,9 +446,23 @@ class Retainer:
             self.summary.seconds = _clock() - started
         return self.summary
 
+    def _stop_if_asked(self) -> None:
+        """Raise Cancelled, before the next write, when the caller has given up."""
+        if self.should_stop is None or not self.should_stop():
+            return
+        from memcli.errors import Cancelled
+
+        kept = self.summary.items - self._staged_items
+        raise Cancelled(
+            "cancelled before it was written: nothing was stored"
+            if not kept
+            else f"cancelled: the {count(kept, 'item')} of the batches written before stay stored"
+        )
+
     def retain_batch(self, items: list[RetainItem]) -> None:
         pending = [p for item in items for p in prepare_item(item, self.now, self.settings)]
         self._embed(pending)
+        self._stop_if_asked()
         known_bank = self._bank_id
         try:
             with self.store.atomic():
@@ -586,7 +610,15 @@ class Retainer:
         # one line) was embedded a thousand times, then all but one skipped as duplicates.
         unique: dict[str, int] = {}
         slots = [unique.setdefault(text, len(unique)) for text in texts]
-        vectors = self.embedder.embed(list(unique))
+        distinct = list(unique)
+        if self.should_stop is None:
+            vectors = self.embedder.embed(distinct)
+        else:  # in chunks, so that a cancelled call stops within one
+            parts = []
+            for start in range(0, len(distinct), EMBED_CHUNK):
+                self._stop_if_asked()
+                parts.append(self.embedder.embed(distinct[start : start + EMBED_CHUNK]))
+            vectors = np.concatenate(parts) if len(parts) > 1 else parts[0]
         for p, slot in zip(pending, slots):
             p.embedding = vectors[slot]
 

@@ -519,6 +519,10 @@ def gen_man(tree: Command) -> str:
         ("MEM_CACHE_DIR", "the model and tokenizer cache (default: the user cache folder)."),
         ("MEM_BUSY_TIMEOUT_MS", "how long a writer waits for another's lock (30000)."),
         ("MEM_DEBUG", "set to 1 to print a traceback instead of the one-line error."),
+        (
+            "MEM_MCP_TOKEN",
+            "the bearer token mem mcp --http checks on every request (else mcp_token_file's).",
+        ),
         ("NO_COLOR", "no colour or styling (also TERM=dumb)."),
     ):
         lines += [".TP", f"\\fB{env}\\fR", _roff(text)]

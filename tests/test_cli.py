@@ -40,7 +40,7 @@ def test_retain_then_recall_as_text_json_and_md(db_path):
         "Decided to book the Lisbon trip for May.",
     )
     assert r.exit_code == 0, r.stderr
-    assert "1 facts stored" in r.stderr and r.stdout == ""
+    assert "1 fact stored" in r.stderr and r.stdout == ""
     r = mem(db_path, "recall", "Lisbon trip", "--now", "2026-11-20")
     assert r.exit_code == 0
     assert r.stdout.splitlines()[0] == 'Memories relevant to "Lisbon trip", as of 2026-11-20:'
@@ -115,7 +115,7 @@ def test_a_bad_jsonl_line_fails_the_batch_and_writes_nothing(db_path, tmp_path, 
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert fact_count(db_path) == 1
     r = mem(db_path, "retain", "--jsonl", str(path), "--skip-invalid")
-    assert r.exit_code == 0 and "1 invalid lines skipped" in r.stderr
+    assert r.exit_code == 0 and "1 invalid line skipped" in r.stderr
     assert fact_count(db_path) == 3
 
 
@@ -169,7 +169,7 @@ def test_recall_batch_jsonl_in_and_out(db_path, tmp_path):
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert [x["id"] for x in lines] == ["q1", "q2"]
     assert "Lisbon" in lines[0]["results"][0]["text"]
-    assert lines[1]["now"] == "2026-10-01T00:00:00" and len(lines[1]["results"]) == 1
+    assert lines[1]["now"] == "2026-10-01T00:00:00Z" and len(lines[1]["results"]) == 1
 
 
 def test_help_loads_no_model_and_is_fast():

@@ -61,7 +61,7 @@ def test_re_retaining_a_changed_document_replaces_it(db_path):
     assert mem(db_path, "retain", "Parking is on level two.").exit_code == 0
     r = mem(db_path, "retain", "Lunch is at one on Fridays.", "--document", "d1")
     assert r.exit_code == 0, r.stderr
-    assert "1 documents replaced" in r.stderr
+    assert "1 document replaced" in r.stderr
     assert texts_of(db_path) == ["Lunch is at one on Fridays.", "Parking is on level two."]
     r = mem(db_path, "recall", "When is lunch?", "--format", "json")
     assert "Lunch is at noon on Fridays." not in r.stdout
@@ -127,7 +127,7 @@ def test_a_shared_sentence_belongs_to_each_document(db_path):
         "-",
         input=f'{{"text": "{shared}"}}\n{{"text": "{shared}"}}\n',
     )
-    assert r.exit_code == 0 and "1 duplicates skipped" in r.stderr
+    assert r.exit_code == 0 and "1 duplicate skipped" in r.stderr
 
 
 def test_the_same_words_on_another_day_are_a_new_memory(db_path):
@@ -135,9 +135,9 @@ def test_the_same_words_on_another_day_are_a_new_memory(db_path):
     run = "Went for a run along the river."
     assert mem(db_path, "retain", run, "--at", "2026-05-01").exit_code == 0
     r = mem(db_path, "retain", run, "--at", "2026-05-08")
-    assert r.exit_code == 0 and "1 facts stored" in r.stderr
+    assert r.exit_code == 0 and "1 fact stored" in r.stderr
     r = mem(db_path, "retain", run, "--at", "2026-05-08")
-    assert "1 duplicates skipped" in r.stderr
+    assert "1 duplicate skipped" in r.stderr
     assert texts_of(db_path) == [run, run]
 
 

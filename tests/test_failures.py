@@ -533,10 +533,10 @@ def test_text_output_shows_instants_in_local_time_with_their_offset(db_path, mon
     assert r.stdout.startswith('Memories relevant to "dentist", as of 2026-03-22'), r.stdout
     r = mem(db_path, "recall", "dentist", "--now", "2026-03-21T22:00:00Z", "--format", "md")
     assert "As of 2026-03-22." in r.stdout, r.stdout
-    # Machine output keeps naive UTC.
+    # Machine output keeps UTC, and says so (issue 33: an offset on every JSON time).
     r = mem(db_path, "show", "1", "--format", "json")
     (shown,) = json.loads(r.stdout)
-    assert shown["mentioned_at"] == "2026-03-21T20:00:00"
+    assert shown["mentioned_at"] == "2026-03-21T20:00:00Z"
 
 
 def test_stats_and_banks_show_the_days_of_the_first_and_last_memory_locally(db_path, monkeypatch):
@@ -553,7 +553,7 @@ def test_stats_and_banks_show_the_days_of_the_first_and_last_memory_locally(db_p
         assert "2026-02-28 .. 2026-03-01" in r.stdout, r.stdout
     r = mem(db_path, "banks", "--format", "json")
     (row,) = json.loads(r.stdout)
-    assert (row["first"], row["last"]) == ("2026-03-01T03:00:00", "2026-03-02T05:00:00")
+    assert (row["first"], row["last"]) == ("2026-03-01T03:00:00Z", "2026-03-02T05:00:00Z")
     # A memory about a stated day is dated by that day of the calendar, not shifted.
     r = mem(db_path, "retain", "The concert is on April 4.", "--at", "2026-03-02T06:00:00Z")
     assert r.exit_code == 0, r.output
@@ -773,7 +773,7 @@ def test_a_byte_order_mark_is_no_part_of_a_file_or_a_jsonl_batch(db_path, tmp_pa
     # same words, replaced in place, still one fact
     text_file.write_bytes(b"The spare key is under the blue pot.\n")
     r = mem(db_path, "retain", "--file", str(text_file), "--json", "--at", said)
-    assert r.exit_code == 0 and "1 documents replaced" in r.stderr, r.output
+    assert r.exit_code == 0 and "1 document replaced" in r.stderr, r.output
     assert [s["text"] for s in json.loads(r.stdout)["stored"]] == [stored["text"]]
     assert fact_count(db_path) == 1
     batch = tmp_path / "items.jsonl"
@@ -1614,7 +1614,7 @@ def test_running_an_interrupted_undated_import_again_adds_only_what_was_missing(
     # Dated items keep the rule: the same words with another timestamp are a new memory.
     dated = [{"id": "n0", "text": rows[0]["text"], "timestamp": "2024-01-01T00:00:00"}]
     r = mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "d.jsonl", dated)))
-    assert "1 facts stored" in r.stderr, r.stderr
+    assert "1 fact stored" in r.stderr, r.stderr
 
 
 def test_supersedes_with_several_items_is_a_usage_error(db_path, tmp_path):
@@ -1640,7 +1640,7 @@ def test_a_file_retained_again_on_another_day_is_a_new_memory(db_path, tmp_path)
     day.write_text("I went for a run in the park.")
     for document in ("day-1", "day-2"):
         r = mem(db_path, "retain", "--file", str(day), "--document", document)
-        assert r.exit_code == 0 and "1 facts stored" in r.stderr, r.stderr
+        assert r.exit_code == 0 and "1 fact stored" in r.stderr, r.stderr
         time.sleep(1.1)  # the next second: another time said
     r = mem(db_path, "retain", "--file", str(day), "--document", "day-2")
     assert r.exit_code == 0 and "as it was retained: skipped" in r.stderr, r.stderr

@@ -169,7 +169,7 @@ def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
     assert linked > 0, "the test needs a linked fact"
     r = mem(db, "forget", str(target), "--yes")
     ok(r)
-    assert "forgot 1 facts" in r.stderr
+    assert "forgot 1 fact" in r.stderr
     with Store(db) as s:
         assert all(v == 0 for v in s.health.fact_traces(target).values()), s.health.fact_traces(
             target
@@ -203,7 +203,7 @@ def test_forget_by_selectors_dry_run_and_confirmation(db: Path) -> None:
     with Store(db) as s:
         assert s.documents.document_row(s.banks.require_bank("default"), "trip") is None
     r = mem(db, "forget", "--before", "2024-06-01", "--yes")
-    assert "forgot 1 facts" in r.stderr  # Marco's tutor (May); the June facts stay
+    assert "forgot 1 fact" in r.stderr  # Marco's tutor (May); the June facts stay
     assert ids_listed(db) == [
         fact_id(db, "Rotterdam"),
         fact_id(db, "again"),
@@ -507,7 +507,7 @@ def test_banks_list_rename_delete(db: Path, tmp_path: Path) -> None:
     assert [r["bank"] for r in rows] == ["default", "work"]
     assert rows[0]["facts"] == 6 and rows[0]["documents"] == 1 and rows[0]["embedder"]
     text = ok(mem(db, "banks"))
-    assert "default: 6 facts, 1 documents" in text
+    assert "default: 6 facts, 1 document" in text
     one_line_error(mem(db, "banks", "--rename", "work", "default"), "already exists")
     one_line_error(mem(db, "banks", "--rename", "nope", "x"), "unknown bank")
     ok(mem(db, "banks", "--rename", "work", "job"))
@@ -517,7 +517,7 @@ def test_banks_list_rename_delete(db: Path, tmp_path: Path) -> None:
     assert db_snapshot(db) == before
     r = mem(db, "banks", "--delete", "job", "--yes")
     ok(r)
-    assert "deleted bank 'job': 1 facts" in r.stderr
+    assert "deleted bank 'job': 1 fact" in r.stderr
     after = db_snapshot(db)
     assert after["facts"] == after["fact_fts"] == after["fact_vec"] == 6
     assert after["banks"] == 1

@@ -157,3 +157,12 @@ def test_a_bad_thread_count_is_named_as_the_cli_names_it(memories, value):
     r = llm({**memories, "MEM_THREADS": value}, "fragments", "show", "mem:Lisbon")
     assert r.returncode != 0
     assert f"$MEM_THREADS: '{value}' is not a positive whole number" in r.stderr, r.stderr
+
+
+def test_nothing_relevant_tells_the_model_so(memories):
+    """Memories exist and share words with nothing here, yet the nearest would be noise: the
+    relevance floor holds them back and the fragment says nothing relevant was found."""
+    r = llm(memories, "-m", "echo", "--no-log", "-f", "mem:quantum chromodynamics", "Explain.")
+    assert r.returncode == 0, r.stderr
+    prompt = json.loads(r.stdout)["prompt"]
+    assert prompt.startswith('No memories relevant to "quantum chromodynamics" were found')

@@ -79,7 +79,8 @@ def test_tools_retain_and_recall_match_the_cli(db_path):
                 "retain", {"text": "The boiler was serviced on Tuesday.", "at": "2026-04-02"}
             )
             out["recall"] = await client.call_tool(
-                "recall", {"query": "Lisbon trip", "now": "2026-11-20", "max_tokens": 200}
+                "recall",
+                {"query": "Lisbon trip", "now": "2026-11-20", "max_tokens": 2000, "detail": True},
             )
             out["tagged"] = await client.call_tool(
                 "recall",
@@ -111,8 +112,10 @@ def test_tools_retain_and_recall_match_the_cli(db_path):
     assert not out["recall"].is_error, text_of(out["recall"])
     via_mcp = out["recall"].structured_content
     assert via_mcp["results"][0]["context"] == "Maya"
-    assert via_mcp["max_tokens"] == 200
-    # The same JSON as the CLI gives for the same question.
+    assert via_mcp["max_tokens"] == 2000
+    # With detail, the same JSON as the CLI gives for the same question (and what the
+    # budget left out: nothing here).
+    assert via_mcp.pop("omitted") == 0
     r = CliRunner().invoke(
         app,
         [
@@ -123,7 +126,7 @@ def test_tools_retain_and_recall_match_the_cli(db_path):
             "--now",
             "2026-11-20",
             "--max-tokens",
-            "200",
+            "2000",
             "--format",
             "json",
         ],
@@ -209,7 +212,8 @@ def test_list_and_forget_tools(db_path):
             out["list"] = await client.call_tool("list", {})
             out["empty_forget"] = await client.call_tool("forget", {})
             out["dry"] = await client.call_tool("forget", {"tags": ["home"], "dry_run": True})
-            out["forget"] = await client.call_tool("forget", {"tags": ["home"]})
+            token = out["dry"].structured_content["confirm"]
+            out["forget"] = await client.call_tool("forget", {"tags": ["home"], "confirm": token})
             out["after"] = await client.call_tool("list", {})
         return out
 
@@ -217,7 +221,7 @@ def test_list_and_forget_tools(db_path):
     listed = out["list"].structured_content["facts"]
     # One text block holding the whole answer (an array made one block per fact).
     assert len(out["list"].content) == 1
-    assert json.loads(out["list"].content[0].text) == {"facts": listed}
+    assert json.loads(out["list"].content[0].text) == {"facts": listed, "next_offset": None}
     assert sorted(x["text"] for x in listed) == [
         "Maya prefers aisle seats on flights.",
         "The spare key is under the blue pot.",
@@ -241,15 +245,27 @@ def test_recall_defaults_come_from_the_settings(db_path, tmp_path):
         )
         async with Client(params) as client:
             await client.call_tool("retain", {"text": "The boiler was serviced by Anton."})
+            long_text = " ".join(
+                f"Pipe {i} of the boiler room was painted blue." for i in range(40)
+            )
             return (
-                await client.call_tool("recall", {"query": "boiler"}),
-                await client.call_tool("recall", {"query": "boiler", "max_tokens": 90}),
+                await client.call_tool("recall", {"query": "boiler", "detail": True}),
+                await client.call_tool("recall", {"query": "boiler", "max_tokens": 900}),
+                await client.call_tool("stats", {}),
+                await client.call_tool("retain", {"text": long_text}),
             )
 
-    by_setting, by_argument = run(session)
-    assert by_setting.structured_content["max_tokens"] == 150
-    assert by_setting.structured_content["budget"] == "mid"
-    assert by_argument.structured_content["max_tokens"] == 90
+    by_setting, by_argument, stats, long_retain = run(session)
+    # A write that happened says so within the budget, never as an error (a retry would
+    # store it again): the facts it could not list are counted.
+    assert not long_retain.is_error, text_of(long_retain)
+    answer = long_retain.structured_content
+    stored = answer["summary"]["facts"]
+    assert len(answer["stored"]) + answer["omitted"] == stored and answer["omitted"] > 0
+    # The setting's budget is too small for the detailed answer, and says so.
+    assert by_setting.is_error and "max_tokens 150" in text_of(by_setting)
+    assert stats.structured_content["max_tokens"] == 150
+    assert not by_argument.is_error and by_argument.structured_content["results"]
 
 
 def test_protocol_errors_on_the_wire_and_the_server_keeps_serving(db_path):
@@ -430,13 +446,15 @@ def test_tools_refuse_unknown_arguments_and_values_of_another_type(db_path):
                 await client.call_tool("forget", {"ids": [1], "dry_run": "yes"}),
                 await client.call_tool("retain", {"text": "Moved to Porto.", "at": "2020-01-01"}),
                 # JSON Schema's integer: a number with no fraction, as Python clients write it.
-                await client.call_tool("recall", {"query": "Porto", "max_tokens": 200.0}),
-                await client.call_tool("recall", {"query": "Porto", "max_tokens": 200.5}),
+                await client.call_tool(
+                    "recall", {"query": "Porto", "max_tokens": 2000.0, "detail": True}
+                ),
+                await client.call_tool("recall", {"query": "Porto", "max_tokens": 2000.5}),
             ]
 
     schemas, unknown, bad_int, bad_bool, fine, integral, fraction = run(session)
     assert not integral.is_error, text_of(integral)
-    assert integral.structured_content["max_tokens"] == 200
+    assert integral.structured_content["max_tokens"] == 2000
     assert fraction.is_error and "max_tokens" in text_of(fraction)
     assert all(schema.get("additionalProperties") is False for schema in schemas.values())
     assert unknown.is_error and "timestamp" in text_of(unknown)
@@ -589,3 +607,25 @@ def test_a_bad_label_is_blamed_on_its_own_argument(db_path):
         message = text_of(result)
         assert "text: " not in message and named in message, message
     assert not db_path.exists() or Store(db_path).facts.fact_count() == 0
+
+
+def test_recall_of_something_never_said_answers_nothing_relevant(db_path):
+    """The relevance floor reaches agents: a question about nothing the memory holds gets no
+    memories and says why (`nothing_relevant`), instead of the least bad ones; a question it
+    can answer gets its memory and no such flag."""
+    for text in ("The boiler was serviced by Anton in March.", "Maya flies to Lisbon on May 9."):
+        r = CliRunner().invoke(app, ["--db", str(db_path), "retain", text])
+        assert r.exit_code == 0, r.stderr
+
+    async def session():
+        async with Client(server_params(db_path)) as client:
+            never = await client.call_tool("recall", {"query": "quantum chromodynamics lecture"})
+            said = await client.call_tool("recall", {"query": "Who serviced the boiler?"})
+            return never, said
+
+    never, said = run(session)
+    assert not never.is_error and not said.is_error, (text_of(never), text_of(said))
+    assert never.structured_content["results"] == []
+    assert never.structured_content["nothing_relevant"] is True
+    assert "nothing_relevant" not in said.structured_content
+    assert "Anton" in said.structured_content["results"][0]["text"]

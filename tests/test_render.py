@@ -55,7 +55,7 @@ def test_no_decoration_when_piped_and_json_keeps_both_dates(db_path):
     assert not any(line.lstrip().startswith("1.") for line in r.stdout.splitlines())
     obj = json.loads(mem(db_path, "recall", "Lisbon", "--format", "json").stdout)
     (hit,) = obj["results"]
-    assert hit["mentioned_at"] == "2026-02-10T00:00:00"
+    assert hit["mentioned_at"] == "2026-02-10T00:00:00Z"
     assert hit["occurred_start"].startswith("2026-11-01")
     assert "Memories relevant" not in json.dumps(obj)
 

@@ -111,7 +111,7 @@ def test_retaining_the_same_file_again_is_no_new_memory_and_an_edit_replaces_it(
     note.write_text("Priya moved to Braga in 2026.\n")
     r = mem(db_path, "retain", "--file", str(note))
     ok(r)
-    assert "1 documents replaced" in r.stderr
+    assert "1 document replaced" in r.stderr
     assert [f["text"] for f in facts(db_path)] == ["Priya moved to Braga in 2026."]
     # its path is its document (from anywhere), unless --document says otherwise
     assert facts(db_path)[0]["document_id"] == str(note.resolve())
@@ -126,7 +126,7 @@ def test_retaining_the_same_file_again_is_no_new_memory_and_an_edit_replaces_it(
     ok(mem(db_path, *args))
     assert "as it was retained: skipped" in mem(db_path, *args).stderr
     other.write_text("Porto has the best bookshops.\n")
-    assert "1 documents replaced" in mem(db_path, *args).stderr
+    assert "1 document replaced" in mem(db_path, *args).stderr
     assert documents(db_path)["both"] == [
         "Porto has the best bookshops.",
         "Priya moved to Braga in 2026.",
@@ -556,9 +556,9 @@ def test_chatgpt_and_claude_exports_import_a_conversation_per_document(db_path, 
     assert rows["Bleed the radiators first."]["context"] == "Claude"
     assert rows["The boiler bangs at night."]["context"] == "user"
     assert rows["I want to visit Lisbon in May."]["document_id"] == "chatgpt/6601-c0ffee"
-    assert rows["I want to visit Lisbon in May."]["mentioned_at"] == "2024-03-21T05:48:20"
+    assert rows["I want to visit Lisbon in May."]["mentioned_at"] == "2024-03-21T05:48:20Z"
     assert rows["Bleed the radiators first."]["document_id"] == "claude/5c1d-boiler"
-    assert rows["Bleed the radiators first."]["mentioned_at"] == "2024-03-01T09:00:09"
+    assert rows["Bleed the radiators first."]["mentioned_at"] == "2024-03-01T09:00:09Z"
     assert rows["I want to visit Lisbon in May."]["source_id"] == "msg-u1"
     # the same export again: nothing new
     r = mem(db_path, "import", "--from", "chatgpt", str(gpt))
@@ -589,7 +589,7 @@ def test_mem0_mcp_memory_and_jsonl_import(db_path, tmp_path):
     rows = {f["text"]: f for f in facts(db_path)}
     likes = rows["Likes Italian food"]
     assert likes["document_id"] == "mem0/alex" and likes["tags"] == ["food"]
-    assert likes["mentioned_at"] == "2024-07-02T17:00:00"  # when mem0 last wrote it
+    assert likes["mentioned_at"] == "2024-07-02T17:00:00Z"  # when mem0 last wrote it
     assert likes["source_id"] == "7f1e-1"
     spanish = rows["Speaks fluent Spanish"]
     assert spanish["context"] == "John_Smith" and "John_Smith" in spanish["entities"]
@@ -600,7 +600,7 @@ def test_mem0_mcp_memory_and_jsonl_import(db_path, tmp_path):
     assert rows["The gate code is 4411."]["document_id"] == "s1"
     assert rows["Noted: gate code 4411."]["context"] == "assistant"
     assert rows["My sister is Ana."]["document_id"] == "t9"
-    assert rows["My sister is Ana."]["mentioned_at"] == "2024-06-01T08:00:00"
+    assert rows["My sister is Ana."]["mentioned_at"] == "2024-06-01T08:00:00Z"
     before = len(rows)
     for fmt, path in (("mem0", tmp_path / "m.json"), ("mcp-memory", graph), ("jsonl", chat)):
         r = mem(db_path, "import", "--from", fmt, str(path))
@@ -747,4 +747,4 @@ def test_an_openmemory_export_zip_imports_its_memories(db_path, tmp_path):
     ok(mem(db_path, "import", "--from", "mem0", str(path)))
     (fact,) = facts(db_path)
     assert fact["text"] == "Prefers window seats" and fact["tags"] == ["travel"]
-    assert fact["document_id"] == "mem0/alex" and fact["mentioned_at"] == "2025-02-01T08:00:00"
+    assert fact["document_id"] == "mem0/alex" and fact["mentioned_at"] == "2025-02-01T08:00:00Z"

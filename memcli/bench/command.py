@@ -203,7 +203,9 @@ def bench(
     ] = None,
     strict: Annotated[
         bool,
-        typer.Option(help="Exit 1 when the dataset is missing or no question could be scored."),
+        typer.Option(
+            "--strict", help="Exit 1 when the dataset is missing or no question could be scored."
+        ),
     ] = False,
     stores: Annotated[
         Path | None,

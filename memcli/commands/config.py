@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from memcli.cliutil import fail, info
+from memcli.cliutil import FormatTextJson, JsonFlag, fail, info, wants_json
 
 config_app = typer.Typer(
     name="config",
@@ -36,12 +36,14 @@ def path() -> None:
 
 @config_app.command("show")
 def show(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show every setting, its value and where it comes from (flag, env, config, default).
 
     Example:  MEM_BUDGET=high mem config show
     """
+    as_json = wants_json(as_json, output)
     from memcli.cliutil import state
     from memcli.config import KEYS, ConfigError, Settings
 
@@ -77,7 +79,8 @@ def set_(
         str,
         typer.Argument(
             metavar="KEY",
-            help="db, bank, budget, max_tokens, format, embedder, reranker or threads.",
+            help="db, bank, budget, max_tokens, format, embedder, reranker, threads, "
+            "forget_limit or mcp_token_file.",
         ),
     ],
     value: Annotated[str, typer.Argument(metavar="VALUE", help="The new value.")],
@@ -89,9 +92,13 @@ def set_(
     from memcli.config import ConfigError, set_value, value_to_set
 
     try:
-        value_to_set(key, value)
+        checked = value_to_set(key, value)
     except ConfigError as exc:
         fail(str(exc), 2)  # a bad KEY or VALUE is a usage error
+    if key == "embedder":
+        from memcli.cliutil import refuse_embedder_at_odds
+
+        refuse_embedder_at_odds(checked)
     try:
         stored = set_value(key, value)
     except ConfigError as exc:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from memcli.cliutil import configured, state
+from memcli.display import count
 
 
 class DoctorFormat(str, Enum):
@@ -53,9 +54,9 @@ def doctor(
                 mark = typer.style(mark, fg=styles[c.status], bold=c.status == "fail")
             typer.echo(f"{mark}  {c.name}: {c.detail}")
         summary = (
-            f"{len(failures)} of {len(checks)} checks failed"
+            f"{len(failures)} of {count(len(checks), 'check')} failed"
             if failures
-            else f"all {len(checks)} checks passed"
+            else f"all {count(len(checks), 'check')} passed"
             + (
                 f" ({sum(c.status == 'warn' for c in checks)} warnings)"
                 if any(c.status == "warn" for c in checks)

@@ -5,6 +5,7 @@ refuses without --yes elsewhere."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -18,6 +19,8 @@ from typing import Annotated, Any
 import typer
 
 from memcli.cliutil import (
+    FormatTextJson,
+    JsonFlag,
     TagsMatch,
     echo_after_commit,
     errors,
@@ -26,9 +29,10 @@ from memcli.cliutil import (
     info,
     require_store,
     state,
+    wants_json,
 )
 from memcli.cliutil import memory as cli_memory
-from memcli.display import one_line, terminal_safe
+from memcli.display import count, one_line, terminal_safe
 from memcli.sources import IMPORT_FORMATS
 
 
@@ -180,14 +184,16 @@ def show(
     """Show memories whole: times, validity, entities, links, correction history."""
     memory = cli_memory()
     with errors():
-        shown = [d.to_json() for d in memory.show(fact_ids)]
+        details = memory.show(fact_ids)
     memory.close()
     with _stdout_pipe():
         if output is Format.json:
-            _write_lines([_dumps(shown)])
+            _write_lines([_dumps([d.to_json() for d in details])])
         elif output is Format.jsonl:
-            _write_lines(_dumps(s) for s in shown)
+            _write_lines(_dumps(d.to_json()) for d in details)
         else:
+            # The text shows the stored times its own way (local time, calendar days).
+            shown = [dataclasses.asdict(d) for d in details]
             _write_lines(terminal_safe("\n\n".join(_show_text(s) for s in shown)).split("\n"))
 
 
@@ -334,17 +340,18 @@ def forget(
             shown = memory.forget(sel, plan=plan, dry_run=True)
             _print_plan(shown, Format.text, dry_run=False, to_stderr=True)
         _confirm(
-            f"Forget {n} facts from bank {state.bank!r}? This cannot be undone.",
+            f"Forget {count(n, 'fact')} from bank {state.bank!r}? This cannot be undone.",
             yes,
-            f"refusing to forget {n} facts",
+            f"refusing to forget {count(n, 'fact')}",
         )
         done = memory.forget(sel, plan=plan)
     memory.close()
     counts = done.counts or {}
     if output is Format.text:
         info(
-            f"forgot {counts['facts']} facts ({counts['links']} links, {counts['entities']} "
-            f"entities, {counts['chunks']} chunks, {counts['documents']} documents)"
+            f"forgot {count(counts['facts'], 'fact')} ({count(counts['links'], 'link')}, "
+            f"{count(counts['entities'], 'entity', 'entities')}, "
+            f"{count(counts['chunks'], 'chunk')}, {count(counts['documents'], 'document')})"
             + (f"; {counts['reopened']} corrected facts valid again" if counts["reopened"] else "")
         )
     else:
@@ -366,7 +373,7 @@ def _print_plan(plan: Any, output: Format, dry_run: bool, to_stderr: bool = Fals
         typer.echo(f"... and {more} more", err=to_stderr)
     if plan.fact_ids and dry_run:
         reopen = f"; {plan.reopens} corrected facts would be valid again" if plan.reopens else ""
-        info(f"dry run: would forget {len(plan.fact_ids)} facts{reopen}")
+        info(f"dry run: would forget {count(len(plan.fact_ids), 'fact')}{reopen}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -451,8 +458,9 @@ def export(
     c = seen["counts"]
     where = f" to {output_file}" if output_file else ""
     info(
-        f"exported bank {name!r}{where}: {c['facts']} facts, {c['documents']} documents, "
-        f"{c['chunks']} chunks, {c['entities']} entities, {c['links']} links"
+        f"exported bank {name!r}{where}: {count(c['facts'], 'fact')}, "
+        f"{count(c['documents'], 'document')}, {count(c['chunks'], 'chunk')}, "
+        f"{count(c['entities'], 'entity', 'entities')}, {count(c['links'], 'link')}"
         + (", with vectors" if seen["vectors"] else "")
     )
 
@@ -473,7 +481,8 @@ def import_bank(
         str | None,
         typer.Option("--embedder", help="Model for the bank (default: the one the file names)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
     from_format: Annotated[
         ImportFormat | None,  # type: ignore[valid-type]
         typer.Option(
@@ -485,6 +494,7 @@ def import_bank(
 ) -> None:
     """Import a `mem export` file into a new bank, in one transaction (all or nothing); or,
     with --from, another tool's history into a bank (unchanged conversations skipped)."""
+    as_json = wants_json(as_json, output)
     if from_format is not None:
         if reembed:
             fail("--reembed is for `mem export` files, not with --from", 2)
@@ -551,8 +561,9 @@ def import_bank(
     renumbered = f"; new ids for {', '.join(report.renumbered)}" if report.renumbered else ""
     embedded = f", {report.embedded} embedded" if report.embedded else ", vectors from the file"
     info(
-        f"imported bank {report.bank!r}: {c['facts']} facts{embedded}, {c['documents']} "
-        f"documents, {c['chunks']} chunks, {c['entities']} entities, {c['links']} links in "
+        f"imported bank {report.bank!r}: {count(c['facts'], 'fact')}{embedded}, "
+        f"{count(c['documents'], 'document')}, {count(c['chunks'], 'chunk')}, "
+        f"{count(c['entities'], 'entity', 'entities')}, {count(c['links'], 'link')} in "
         f"{report.seconds:.1f}s{renumbered}"
     )
 
@@ -622,9 +633,10 @@ def _import_from(
             )
         )
     line = (
-        f"imported {name} into bank {bank!r}: {len(report.added)} documents added, "
-        f"{len(report.replaced)} replaced, {len(report.unchanged)} unchanged; {r.items} items, "
-        f"{r.facts} facts, {r.entities} new entities in {report.seconds:.1f}s"
+        f"imported {name} into bank {bank!r}: {count(len(report.added), 'document')} added, "
+        f"{len(report.replaced)} replaced, {len(report.unchanged)} unchanged; "
+        f"{count(r.items, 'item')}, {count(r.facts, 'fact')}, "
+        f"{count(r.entities, 'new entity', 'new entities')} in {report.seconds:.1f}s"
     )
     if report.interrupted:
         info("interrupted: kept " + line)
@@ -640,9 +652,11 @@ def reembed(
         str | None,
         typer.Option("--embedder", help="GGUF embedding model (default: $MEM_EMBEDDER or e5)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Re-embed every fact of the bank with another model, in resumable batches."""
+    as_json = wants_json(as_json, output)
     from memcli import progress as progress_mod
 
     bars = ExitStack()
@@ -651,7 +665,7 @@ def reembed(
     def on_total(total: int, staged: int) -> None:
         nonlocal advance
         if staged:
-            info(f"resuming: {staged} of {total} facts were re-embedded by an earlier run")
+            info(f"resuming: {staged} of {count(total, 'fact')} were re-embedded by an earlier run")
         advance = bars.enter_context(progress_mod.bar(total - staged, "re-embedding"))
 
     memory = cli_memory()
@@ -668,14 +682,14 @@ def reembed(
     if report.interrupted:
         done = report.resumed + report.embedded
         info(
-            f"interrupted: {done} of {report.facts} facts re-embedded so far (kept); the bank "
-            f"still uses its old vectors. Run the same `mem reembed` again to finish"
+            f"interrupted: {done} of {count(report.facts, 'fact')} re-embedded so far (kept); "
+            f"the bank still uses its old vectors. Run the same `mem reembed` again to finish"
         )
         exit_interrupted()
     fp = f" ({report.fingerprint[:12]})" if report.fingerprint else ""
     info(
-        f"re-embedded {report.facts} facts of bank {report.bank!r} with {report.embedder}{fp} "
-        f"in {report.seconds:.1f}s"
+        f"re-embedded {count(report.facts, 'fact')} of bank {report.bank!r} with "
+        f"{report.embedder}{fp} in {report.seconds:.1f}s"
     )
 
 
@@ -706,38 +720,42 @@ def banks(
         with errors(renames={"bank": "--delete"}):
             n = memory.bank_size(delete)
             _confirm(
-                f"Delete bank {delete!r} and its {n} facts? This cannot be undone.",
+                f"Delete bank {delete!r} and its {count(n, 'fact')}? This cannot be undone.",
                 yes,
-                f"refusing to delete bank {delete!r} ({n} facts)",
+                f"refusing to delete bank {delete!r} ({count(n, 'fact')})",
             )
             counts = memory.delete_bank(delete)
         if output is Format.text:
             info(
-                f"deleted bank {delete!r}: {counts['facts']} facts, {counts['documents']} "
-                f"documents, {counts['entities']} entities, {counts['links']} links"
+                f"deleted bank {delete!r}: {count(counts['facts'], 'fact')}, "
+                f"{count(counts['documents'], 'document')}, "
+                f"{count(counts['entities'], 'entity', 'entities')}, "
+                f"{count(counts['links'], 'link')}"
             )
         else:
             typer.echo(_dumps({"deleted": delete, "counts": counts}))
         return
     require_store(memory)
     with errors():
-        rows = [b.to_json() for b in memory.banks()]
+        infos = memory.banks()
     memory.close()
     from memcli.display import memory_days
 
+    rows = [dataclasses.asdict(b) for b in infos]
     spans = [memory_days(r) for r in rows]  # (which drops the rows' period flags)
     with _stdout_pipe():
         if output is Format.json:
-            _write_lines([_dumps(rows)])
+            _write_lines([_dumps([b.to_json() for b in infos])])
         elif output is Format.jsonl:
-            _write_lines(_dumps(r) for r in rows)
+            _write_lines(_dumps(b.to_json()) for b in infos)
         else:
             for r, days in zip(rows, spans):
                 fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
                 span = days if r["first"] else "-"
                 note = f", re-embedding to {r['reembedding']}" if r["reembedding"] else ""
                 typer.echo(
-                    f"{r['bank']}: {r['facts']} facts, {r['documents']} documents, "
+                    f"{r['bank']}: {count(r['facts'], 'fact')}, "
+                    f"{count(r['documents'], 'document')}, "
                     f"embedder {r['embedder'] or 'none'}{fp}, {span}{note}"
                 )
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from memcli.cliutil import configured, fail, info, state
+from memcli.cliutil import FormatTextJson, JsonFlag, configured, fail, info, state, wants_json
 
 models_app = typer.Typer(
     name="models",
@@ -28,13 +28,15 @@ class Role(str, Enum):
 @models_app.callback()
 def models(
     ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show which embedder and reranker are active, and where each comes from (flag, env,
     config, the bank's record, default); and the built-in embedders.
 
     Example:  mem --bank work models
     """
+    as_json = wants_json(as_json, output)
     if ctx.invoked_subcommand is not None:
         return
     from memcli import modelcheck
@@ -74,13 +76,15 @@ def add(
     role: Annotated[
         Role, typer.Option("--as", help="What it is for: embedder or reranker.", show_default=False)
     ],
-    as_json: Annotated[bool, typer.Option("--json", help="Print what was read as JSON.")] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Check a GGUF model (architecture, pooling type, classifier head) and record it in the
     config file as the embedder or the reranker. Nothing is recorded when the check fails.
 
     Example:  mem models add ~/models/ms-marco-MiniLM-L6.gguf --as reranker
     """
+    as_json = wants_json(as_json, output)
     from memcli import modelcheck
     from memcli.config import ConfigError, set_value
     from memcli.models import ModelError
@@ -90,6 +94,10 @@ def add(
         checked = modelcheck.check_for_role(path, role.value)
     except ModelError as exc:
         fail(str(exc))
+    if role is Role.embedder:
+        from memcli.cliutil import refuse_embedder_at_odds, state
+
+        refuse_embedder_at_odds(str(path), state.db)
     try:
         set_value(role.value, str(path))
     except ConfigError as exc:

@@ -9,7 +9,16 @@ from typing import Annotated
 
 import typer
 
-from memcli.cliutil import errors, exit_interrupted, fail, fail_error, state
+from memcli.cliutil import (
+    FormatTextJson,
+    JsonFlag,
+    errors,
+    exit_interrupted,
+    fail,
+    fail_error,
+    state,
+    wants_json,
+)
 
 
 def _say(message: str) -> None:
@@ -44,9 +53,8 @@ def sync(
             help="Let a folder with no matching file forget every document synced from it.",
         ),
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print each folder's result as a JSON line.")
-    ] = False,
+    output: FormatTextJson = None,
+    as_json: JsonFlag = False,
     embedder: Annotated[
         str | None,
         typer.Option(
@@ -65,6 +73,7 @@ def sync(
 
     Example:  mem sync ~/notes --glob '**/*.md' --dry-run
     """
+    as_json = wants_json(as_json, output)
     if watch and dry_run:
         fail("--watch and --dry-run do not go together", 2)
     from memcli.sources.sync import DEFAULT_GLOBS, SyncError, check_globs

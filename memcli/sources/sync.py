@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from memcli.display import count
 from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.sources.documents import (
@@ -101,7 +102,9 @@ class SyncReport:
             parts.append(f"{len(p.problems)} skipped")
         facts = self.retained.retained.facts if self.retained else 0
         seconds = self.retained.seconds if self.retained else 0.0
-        text = f"synced {p.root}: " + ", ".join(parts) + f" ({facts} facts, {seconds:.1f}s)"
+        text = (
+            f"synced {p.root}: " + ", ".join(parts) + f" ({count(facts, 'fact')}, {seconds:.1f}s)"
+        )
         return ("interrupted: " + text) if self.interrupted else text
 
     def to_json(self) -> dict[str, Any]:
@@ -317,9 +320,9 @@ def plan_sync(
         plan.forget[rel] = doc.row
     if not files and plan.forget and not allow_empty:
         raise SyncError(
-            f"{root} holds no file to sync but {len(plan.forget)} documents were synced from "
-            "it (an empty mount point?): nothing forgotten; to forget them all, give "
-            "--allow-empty"
+            f"{root} holds no file to sync but {count(len(plan.forget), 'document')} "
+            f"{'was' if len(plan.forget) == 1 else 'were'} synced from it (an empty mount "
+            "point?): nothing forgotten; to forget them all, give --allow-empty"
         )
     return plan
 

@@ -116,6 +116,17 @@ class Store:
         """Fold the write-ahead log into the file (the scale bench's bytes per fact)."""
         self.core.checkpoint()
 
+    def upgradable(self) -> bool:
+        """Whether the file is at an older schema than this mem's and could be brought up to
+        it: a read-only connection reads it as it is, so a caller that wants this mem's schema
+        (Memory's reader pool) upgrades it through a writing connection first."""
+        return self.core.version_at_open != SCHEMA_VERSION and self.core.writable()
+
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open on this connection (one kept for reuse must have
+        none)."""
+        return bool(self.core.conn.in_transaction)
+
     # -- connections ----------------------------------------------------------------------
 
     def reader(self) -> Store:

@@ -556,6 +556,15 @@ class StoreProtocol(Protocol):
         """A value that changes whenever another connection commits to the store."""
         ...
 
+    def upgradable(self) -> bool:
+        """Whether the store is at an older schema than this mem's and could be upgraded
+        (a read-only connection reads it as it is)."""
+        ...
+
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open on this connection."""
+        ...
+
     def reader(self) -> StoreProtocol:
         """Another connection to the same store, for reads in another thread; close it
         when done."""
