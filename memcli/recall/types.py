@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from memcli.enums import TagsMatch
+from memcli.jsontime import calendar, instant
 from memcli.settings import RecallSettings
 from memcli.store import Fact
 from memcli.store.protocol import StoreProtocol
@@ -137,6 +138,113 @@ class RecallResult:
 
     def to_json(self, trace: bool = False) -> dict[str, Any]:
         """The JSON contract (`mem recall --format json`, the MCP recall tool)."""
-        from memcli.render import to_json_obj
-
         return to_json_obj(self, trace)
+
+
+# -- the JSON contract of a recall (defined beside the result it describes) ----------
+
+
+def candidate_json(c: Candidate) -> dict[str, Any]:
+    f = c.fact
+    return {
+        "id": f.id,
+        "source_id": f.source_id,
+        "document_id": f.document_id,
+        "text": f.text,
+        "context": f.context,
+        "type": f.fact_type,
+        "tags": f.tags,
+        "mentioned_at": instant(f.mentioned_at),
+        "occurred_start": calendar(f.occurred_start),
+        "occurred_end": calendar(f.occurred_end),
+        "entities": f.entities,
+        "tokens": c.tokens,
+        "score": round(c.final, 6),
+        "scores": {
+            "rrf": round(c.rrf, 6),
+            "reply": round(c.reply, 6),
+            "reranker": None if c.reranker is None else round(c.reranker, 6),
+            "recency": round(c.recency, 6),
+            "temporal": round(c.temporal, 6),
+            "proof": round(c.proof, 6),
+            "speaker": round(c.speaker, 6),
+        },
+        "ranks": {arm: c.ranks.get(arm) for arm in ARMS},
+    }
+
+
+def window_json(window: Any) -> dict[str, Any] | None:
+    """A query's time window as JSON: calendar times with their offsets (jsontime)."""
+    if window is None:
+        return None
+    out = window.to_json()
+    out["start"], out["end"] = calendar(window.start), calendar(window.end)
+    return out
+
+
+def to_json_obj(result: RecallResult, trace: bool = False) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "query": result.query,
+        "now": instant(result.now),
+        "budget": result.budget,
+        "max_tokens": result.max_tokens,
+        "total_tokens": result.total_tokens,
+        "reranker": result.reranker,
+        "time_window": window_json(result.time_window),
+        # The relevance floor (recall/floor.py), and whether any memory reached it: with
+        # "passed" false the results are empty because nothing is relevant.
+        "floor": (
+            {**result.floor.to_json(), "passed": bool(result.passed)}
+            if result.floor is not None
+            else None
+        ),
+        "results": [candidate_json(c) for c in result.results],
+    }
+    if result.chunks:
+        obj["chunks"] = result.chunks
+    if trace:
+        obj["trace"] = trace_obj(result)
+    return obj
+
+
+def _notes_json(notes: dict[str, Any]) -> dict[str, Any]:
+    """An arm's notes for the JSON trace: a time window's bounds with their offsets."""
+    window = notes.get("window")
+    if not isinstance(window, dict):
+        return notes
+    bounds = {k: calendar(window[k]) for k in ("start", "end") if k in window}
+    return {**notes, "window": {**window, **bounds}}
+
+
+def trace_obj(result: RecallResult) -> dict[str, Any]:
+    return {
+        "scores": "reranker" if result.reranker else "synthetic (fusion score / best, no reranker)",
+        "arms": {
+            name: {
+                "seconds": round(arm.seconds, 6),
+                "score": arm.score_name,
+                "hits": len(arm.hits),
+                "notes": _notes_json(arm.notes),
+                "top": [[h.fact_id, round(h.score, 6)] for h in arm.hits[:20]],
+            }
+            for name, arm in result.arms.items()
+        },
+        "speakers_named": result.notes.get("speakers_named", []),
+        "candidates": len(result.ranked),
+        "rerank_cap": result.notes.get("rerank_cap"),
+        "candidates_per_arm": result.notes.get("candidates_per_arm"),
+        "timings_ms": {k: round(v * 1000, 2) for k, v in result.timings.items()},
+        "settings": result.notes.get("settings"),
+        "embedder": result.notes.get("embedder"),
+        "fusion_weights": result.notes.get("fusion_weights"),
+        "fusion_weights_reason": result.notes.get("fusion_weights_reason"),
+        "ranked": [
+            {
+                "id": c.fact_id,
+                "final_rank": c.final_rank,
+                "rrf_rank": c.rrf_rank,
+                "kept": c in result.results,
+            }
+            for c in result.ranked[:50]
+        ],
+    }
