@@ -13,10 +13,14 @@ import socket
 from datetime import datetime
 from typing import Any
 
-from memcli.store.banks import STAGING_PREFIX, check_bank_name
+from memcli.store.banks import check_bank_name
 from memcli.store.postgres import schema
 from memcli.store.postgres.core import PgCore
 from memcli.store.types import StoreError, iso
+
+# A staging bank's name: a control character no user bank name may hold (labels.py), as
+# SQLite's "\x00staging:" (PostgreSQL's text cannot hold NUL).
+STAGING_PREFIX = "\x01staging:"
 
 
 class PgBanks:

@@ -227,6 +227,12 @@ class PgCore:
                 self.conn.execute("ROLLBACK")
             except psycopg.Error:
                 pass
+            if isinstance(exc, psycopg.errors.InsufficientPrivilege) and "extension" in str(exc):
+                raise StoreReadOnly(
+                    f"{self.path}: pgvector is not set up in this database and this user may "
+                    "not add it: a superuser runs CREATE EXTENSION vector in it; nothing was "
+                    "changed"
+                ) from None
             if isinstance(exc, psycopg.errors.InsufficientPrivilege):
                 raise StoreReadOnly(
                     f"{self.path}: not allowed to create mem's tables ({first_line(exc)}); "
