@@ -129,6 +129,9 @@ class BenchOptions:
     # RecallSettings fields to override for an ablation (e.g. {"fusion": "rrf"}); recorded in
     # the report so a row can be re-run exactly.
     settings: dict[str, Any] = field(default_factory=dict)
+    # A postgresql:// store to run every case in (one bank, emptied before and after each
+    # case); None: a new SQLite file per case.
+    store_url: str | None = None
 
     def wants_sessions(self) -> bool:
         """Session-level scores are LongMemEval's protocol; elsewhere they only add noise."""
@@ -497,6 +500,37 @@ def _remove_db(path: Path) -> None:
             pass
 
 
+def _case_store(options: BenchOptions, db_path: Path) -> Any:
+    """A store with no bench bank: a new file, or the --store URL's with the bank emptied."""
+    if options.store_url is None:
+        return Store(db_path)
+    from memcli.store.location import open_store
+
+    store = open_store(options.store_url)
+    try:
+        _drop_bench_bank(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _drop_bench_bank(store: Any) -> None:
+    bank = store.banks.bank_id(BANK)
+    if bank is not None:
+        with store.atomic():
+            store.banks.delete_bank(bank)
+
+
+def _close_case_store(options: BenchOptions, store: Any, db_path: Path) -> None:
+    try:
+        if options.store_url is not None:
+            _drop_bench_bank(store)
+    finally:
+        store.close()
+        _remove_db(db_path)
+
+
 def run_bench(
     cases: Iterable[BenchCase],
     options: BenchOptions,
@@ -569,7 +603,7 @@ def run_bench(
             session_of = {i.id: i.session_id for i in case.items}
             db_path = Path(tmp) / f"case-{index}.db"
             report("retain", case.id)
-            store = Store(db_path)
+            store = _case_store(options, db_path)
             try:
                 summary = Retainer(store, BANK, model, now=case_now).retain(
                     [
@@ -609,8 +643,7 @@ def run_bench(
                     scorer.score(case, question, result, source_of, session_of)
                     report("recall", case.id)
             finally:
-                store.close()
-                _remove_db(db_path)
+                _close_case_store(options, store, db_path)
             cases_done += 1
     report("done", "")
     seconds = time.perf_counter() - started
@@ -655,6 +688,10 @@ def _options_meta(options: BenchOptions) -> dict[str, Any]:
     out["categories"] = list(options.categories) if options.categories else None
     out["skip_categories"] = list(options.skipped_categories())
     out["session_level"] = options.wants_sessions()
+    if options.store_url is not None:
+        from memcli.store.location import shown
+
+        out["store_url"] = shown(options.store_url)  # never its password
     return out
 
 
