@@ -83,7 +83,7 @@ _mem() {
             opts="--json"
             ;;
         "bench")
-            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --out --strict --no-strict"
+            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --store --out --strict --no-strict"
             case "$prev" in
                 --dataset) files=1 ;;
                 --format) choices="locomo longmemeval jsonl" ;;
@@ -95,6 +95,7 @@ _mem() {
                 --arms) choices=__value__ ;;
                 --reranker) choices=__value__ ;;
                 --setting) choices=__value__ ;;
+                --store) choices=__value__ ;;
                 --out) files=1 ;;
             esac
             ;;

@@ -62,11 +62,12 @@ def version_callback(value: bool) -> None:
 def main_options(
     ctx: typer.Context,
     db: Annotated[
-        Path | None,
+        str | None,  # not a Path: a postgresql:// URL's "//" would collapse
         typer.Option(
             "--db",
-            metavar="FILE",
-            help="Database file. Default: $MEM_DB, the config's db, else the user data dir.",
+            metavar="FILE|URL",
+            help="Database file, or a postgresql:// URL (a PostgreSQL server with pgvector). "
+            "Default: $MEM_DB, the config's db, else the user data dir.",
         ),
     ] = None,
     bank: Annotated[
@@ -92,7 +93,14 @@ def main_options(
         # only keeps the global flags for `mem config show`.
         state.flags = {"db": str(db) if db else None, "bank": bank}
         return
-    state.db = Path(configured("db", str(db) if db else None)).expanduser()
+    from memcli.store.location import location_of, location_problem
+
+    raw_db = configured("db", str(db) if db else None)
+    problem = location_problem(raw_db)
+    if problem:  # a URL of another scheme, a bad postgresql:// URL: never taken for a path
+        fail(f"{'--db' if state.sources['db'].source == 'flag' else state.sources['db'].source}"
+             f": {problem}", 2)  # fmt: skip
+    state.db = location_of(raw_db)
     state.bank = configured("bank", bank)
     from memcli.labels import bank_name_problem
 

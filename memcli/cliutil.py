@@ -134,14 +134,16 @@ def describe_unexpected(exc: BaseException) -> str:
 
 def open_store(create: bool, readonly: bool = False) -> Store:
     """The store at --db, or a one-line error exit (not a store, locked, unreadable...)."""
-    from memcli.store import Store, StoreError
+    from memcli.store import StoreError
+    from memcli.store.location import open_store as open_location
+    from memcli.store.location import shown
 
     try:
-        return Store(state.db, create=create, readonly=readonly)
+        return open_location(state.db, create=create, readonly=readonly)
     except StoreError as exc:
         fail(str(exc))
     except Exception as exc:  # apsw errors on unreadable files, permissions, ...
-        fail(f"cannot open {state.db}: {exc}")
+        fail(f"cannot open {shown(state.db)}: {exc}")
 
 
 def load_bank_embedder_or_fail(

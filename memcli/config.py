@@ -79,6 +79,16 @@ def _path(raw: Any) -> str:
     return str(Path(_text(raw)).expanduser().absolute())
 
 
+def _store_location(raw: Any) -> str:
+    """The store: a file path (absolute), or a postgresql:// URL as given."""
+    from memcli.store.postgres.url import is_postgres_url, looks_like_url
+
+    value = _text(raw)
+    if is_postgres_url(value) or looks_like_url(value):
+        return value  # checked when the store is opened (location_problem)
+    return _path(value)
+
+
 def _model(raw: Any) -> str:
     """A model file path (~ expanded) or a model name the loader knows."""
     value = _text(raw)
@@ -106,7 +116,12 @@ def _default_db() -> str:
 KEYS: dict[str, Key] = {
     k.name: k
     for k in (
-        Key("db", _path, _default_db, "database file (default: the user data dir's mem.db)"),
+        Key(
+            "db",
+            _store_location,
+            _default_db,
+            "database file or postgresql:// URL (default: the user data dir's mem.db)",
+        ),
         Key("bank", _text, "default", "memory bank inside the file"),
         Key("budget", _choice("low", "mid", "high"), "mid", "recall candidates per arm"),
         Key("max_tokens", _positive_int, 4096, "recall's token budget"),

@@ -13,7 +13,6 @@ line (llm shows them as "Could not load fragment ...").
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import llm
 
@@ -38,9 +37,9 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
     from memcli.models.embedder import load_embedder
     from memcli.recall import RecallOptions
     from memcli.recall import recall as run_recall
-    from memcli.store import Store
+    from memcli.store.location import location_of, open_store
 
-    db = Path(settings.resolve("db").value)
+    db = location_of(settings.resolve("db").value)
     bank = settings.resolve("bank").value
     budget = settings.resolve("budget").value
     tokens_setting = settings.resolve("max_tokens")
@@ -60,7 +59,7 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
     if threads.source.startswith("config"):
         # llama.cpp's thread count is read from MEM_THREADS when the model loads.
         os.environ.setdefault("MEM_THREADS", str(threads.value))
-    with Store(db, create=False, readonly=True) as store:
+    with open_store(db, create=False, readonly=True) as store:
         bank_id = store.banks.require_bank(bank)
         recorded = store.vectors.bank_embedder(bank_id)[0]
 

@@ -80,9 +80,9 @@ class MemoryService:
             self._store.abandon()
             self._store = None
         if self._store is None:
-            from memcli.store import Store
+            from memcli.store.location import open_store
 
-            self._store = Store(self.db, create=create)
+            self._store = open_store(self.db, create=create)
             self._identity = file_identity(self.db)
         return self._store
 
@@ -336,7 +336,9 @@ def build_server(service: MemoryService) -> Any:
     def private(message: str) -> str:
         """An error as an agent may see it: the store's path on this machine is not the
         agent's business (it may be shown to, or logged by, a third party)."""
-        for shown in {str(service.db.resolve()), str(service.db)}:
+        from memcli.store.location import shown as without_password
+
+        for shown in {str(service.db.resolve()), str(service.db), without_password(service.db)}:
             message = message.replace(shown, "the store")
         return message
 

@@ -401,3 +401,40 @@ def test_json_columns_keep_their_text(pg_url: str, embedder) -> None:
         )
         (fact,) = store.facts.facts_by_id([1]).values()
         assert json.dumps(fact.metadata) == '{"z": 1, "a": {"y": 2, "b": 3}}'
+
+
+def test_the_cli_on_a_postgres_url_end_to_end(pg_server, pg_url: str, tmp_path: Path) -> None:
+    """mem --db postgresql://... retain, recall, list, export, import, doctor and config show:
+    the same commands and JSON, and the URL's password never printed."""
+    from typer.testing import CliRunner
+
+    from memcli.cli import app
+
+    runner = CliRunner()
+    database = pg_url.split("/")[3].split("?")[0]
+    with pg_server.admin() as conn:
+        conn.execute("ALTER ROLE postgres PASSWORD 'pw-never-shown'")
+    url = pg_server.url(database, password="pw-never-shown")
+
+    def mem(*args: str, env: dict | None = None):
+        result = runner.invoke(app, ["--db", url, *args], env=env)
+        assert "pw-never-shown" not in result.output
+        return result
+
+    assert mem("retain", "Maya decided to move to Lisbon in May 2026.").exit_code == 0
+    assert mem("retain", "Tom's favourite food is grilled sardines.").exit_code == 0
+    found = json.loads(mem("recall", "What did Maya decide?", "--format", "json").output)
+    assert found["results"][0]["text"] == "Maya decided to move to Lisbon in May 2026."
+    assert "2 " in mem("list").output.splitlines()[0]
+    out = tmp_path / "bank.jsonl"
+    assert mem("export", "-o", str(out)).exit_code == 0
+    assert mem("import", str(out), "--into", "copy").exit_code == 0
+    assert mem("--bank", "copy", "recall", "sardines").output.count("sardines") >= 1
+    doctor = mem("doctor", "--format", "json")
+    assert doctor.exit_code == 0, doctor.output
+    report = json.loads(doctor.output)
+    assert "pw-never-shown" not in json.dumps(report)
+    shown = runner.invoke(app, ["config", "show"], env={"MEM_DB": url})
+    assert "pw-never-shown" not in shown.output and "postgres:***@" in shown.output
+    refused = mem("--bank", "nope", "recall", "x")
+    assert refused.exit_code != 0 and "unknown bank" in refused.output

@@ -44,12 +44,15 @@ def show(
     """
     from memcli.cliutil import state
     from memcli.config import KEYS, ConfigError, Settings
+    from memcli.store.location import shown
 
     try:
         settings = Settings()
         resolved = {k: settings.resolve(k, state.flags.get(k)) for k in KEYS}
     except ConfigError as exc:
         fail(str(exc))
+    if resolved["db"].value is not None:  # a URL's password is never shown
+        resolved["db"] = type(resolved["db"])(shown(resolved["db"].value), resolved["db"].source)
     if as_json:
         typer.echo(
             json.dumps(
@@ -96,7 +99,9 @@ def set_(
         stored = set_value(key, value)
     except ConfigError as exc:
         fail(str(exc))
-    info(f"{key} = {stored}")
+    from memcli.store.location import shown
+
+    info(f"{key} = {shown(stored) if key == 'db' else stored}")
 
 
 @config_app.command("unset")

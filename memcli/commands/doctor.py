@@ -29,6 +29,7 @@ def doctor(
     """
     from memcli import doctor as doctor_mod
     from memcli.render import use_color
+    from memcli.store.location import shown
 
     checks = doctor_mod.run(state.db, configured("embedder"), reranker=configured("reranker"))
     failures = doctor_mod.failed(checks)
@@ -37,7 +38,7 @@ def doctor(
             json.dumps(
                 {
                     "ok": not failures,
-                    "db": str(state.db),
+                    "db": shown(state.db),
                     "checks": [c.to_json() for c in checks],
                 },
                 ensure_ascii=False,

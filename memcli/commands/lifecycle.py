@@ -94,11 +94,13 @@ def _export_target(output_file: Path, store_path: Path) -> Path:
     from memcli.paths import STORE_SIBLINGS, is_store_file
 
     target = output_file.resolve()
-    store = store_path.resolve()
-    if target in {store, *(Path(f"{store}{end}") for end in STORE_SIBLINGS)} or is_store_file(
-        target, store
-    ):
-        fail(f"refusing to export into the store's own file {output_file}")
+    # (A store on a server, store_path its URL, has no file here to be written over.)
+    if isinstance(store_path, Path):
+        store = store_path.resolve()
+        if target in {store, *(Path(f"{store}{end}") for end in STORE_SIBLINGS)} or (
+            is_store_file(target, store)
+        ):
+            fail(f"refusing to export into the store's own file {output_file}")
     if is_sqlite_file(target):
         fail(f"refusing to overwrite {output_file}: it is an SQLite database")
     return target
@@ -652,11 +654,11 @@ def import_bank(
             on_stage=on_stage,
         )
 
-    db = Path(state.db).expanduser()
+    db = state.db  # a Path (~ expanded), or a postgresql:// StoreURL
     # The bar is closed before an error is printed, so the message starts its own line.
     with _errors():
         try:
-            if os.path.lexists(db):
+            if isinstance(db, str) or os.path.lexists(db):  # a URL: its transaction is all
                 store = open_store(create=True)
                 try:
                     report = run(store)

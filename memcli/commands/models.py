@@ -45,7 +45,7 @@ def models(
     reranker = configured("reranker")
     reranker_source = state.sources["reranker"].source
     store = None
-    if Path(state.db).exists():
+    if state.db.exists():
         from memcli.cliutil import open_store
 
         store = open_store(create=False, readonly=True)

@@ -40,3 +40,46 @@ def open_store(location: str | os.PathLike, *, create: bool = True, readonly: bo
     from memcli.store import Store
 
     return Store(location, create=create, readonly=readonly)
+
+
+class StoreURL(str):
+    """A postgresql:// store location where the CLI keeps a path (state.db): the few
+    questions asked of a path have answers here, so the commands need no second branch.
+    str() is the URL itself (with any password: pass it to open_store, never print it;
+    shown() is for output)."""
+
+    def expanduser(self) -> StoreURL:
+        return self
+
+    def resolve(self) -> StoreURL:
+        return self
+
+    def absolute(self) -> StoreURL:
+        return self
+
+    def exists(self) -> bool:
+        """Whether the database holds a mem store. A server that cannot be reached answers
+        True: opening the store then says what is wrong."""
+        try:
+            from memcli.store.postgres import PgStore
+
+            PgStore(str(self), create=False, readonly=True).close()
+        except StoreError as exc:
+            return "no mem store" not in str(exc)
+        return True
+
+    @property
+    def parent(self) -> None:  # pragma: no cover - nothing beside a database
+        return None
+
+    def __repr__(self) -> str:
+        return f"StoreURL({masked(str(self))!r})"
+
+
+def location_of(raw: str | os.PathLike) -> Any:
+    """A configured store location: StoreURL for a postgresql:// URL, else a Path (~ expanded)."""
+    from pathlib import Path
+
+    if is_postgres_url(raw):
+        return StoreURL(str(raw))
+    return Path(raw).expanduser()

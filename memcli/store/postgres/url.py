@@ -26,6 +26,8 @@ def looks_like_url(value: str | os.PathLike | None) -> bool:
 
 def masked(url: str) -> str:
     """The URL with its password (in the user part or as a parameter) shown as ***."""
+    if "//" not in url:  # "postgresql:/u:pw@h/db": no URL to parse, still no password shown
+        return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*:/*[^:/@]*:)[^@/]*@", r"\1***@", url)
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -41,7 +43,7 @@ def masked(url: str) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         if any(k.lower() in _SECRET_PARAMS for k, _ in pairs):
             query = urlencode(
-                [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="/"
+                [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="/*"
             )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
