@@ -17,7 +17,7 @@ import numpy as np
 from memcli import fts
 from memcli.store.exchange import FACT_EXPORT_COLUMNS, _column_value
 from memcli.store.postgres.core import PgCore, first_line
-from memcli.store.postgres.sql import document_params, document_sql
+from memcli.store.postgres.sql import document_length, document_params, document_sql
 from memcli.store.types import PAGE, WriteRefused
 
 _JSON_COLUMNS = {"tags", "metadata", "aliases"}
@@ -300,8 +300,8 @@ class PgExchange:
             "unnest(%s::text[]) AS tag ON CONFLICT DO NOTHING), "
             "e AS (INSERT INTO fact_entities(fact_id, entity_id) SELECT f.id, e FROM f, "
             "unnest(%s::bigint[]) AS e) "
-            "INSERT INTO fact_fts(fact_id, text, context, entities, lead_in, doc) "
-            f"SELECT f.id, %s, %s, %s, %s, {document_sql()} FROM f",
+            "INSERT INTO fact_fts(fact_id, text, context, entities, lead_in, doc, len) "
+            f"SELECT f.id, %s, %s, %s, %s, {document_sql()}, %s FROM f",
             (
                 bank_id,
                 *values,
@@ -310,6 +310,7 @@ class PgExchange:
                 list(entity_ids),
                 *indexed,
                 *document_params(*indexed),
+                document_length(*indexed),
             ),
         )
         self.vectors.add_vector(

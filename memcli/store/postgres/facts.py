@@ -17,7 +17,13 @@ import numpy as np
 from memcli import fts
 from memcli.store.facts import _fact_from_row
 from memcli.store.postgres.core import PgCore
-from memcli.store.postgres.sql import FACT_COLUMNS, document_params, document_sql, selection_sql
+from memcli.store.postgres.sql import (
+    FACT_COLUMNS,
+    document_length,
+    document_params,
+    document_sql,
+    selection_sql,
+)
 from memcli.store.types import PAGE, Fact, iso
 
 
@@ -66,8 +72,8 @@ class PgFacts:
             "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id), "
             "t AS (INSERT INTO fact_tags(fact_id, tag) SELECT f.id, tag FROM f, "
             "unnest(%s::text[]) AS tag ON CONFLICT DO NOTHING), "
-            "x AS (INSERT INTO fact_fts(fact_id, text, context, entities, lead_in, doc) "
-            f"SELECT f.id, %s, %s, %s, %s, {document_sql()} FROM f) "
+            "x AS (INSERT INTO fact_fts(fact_id, text, context, entities, lead_in, doc, len) "
+            f"SELECT f.id, %s, %s, %s, %s, {document_sql()}, %s FROM f) "
             "SELECT id FROM f",
             (
                 bank_id,
@@ -90,6 +96,7 @@ class PgFacts:
                 list(dict.fromkeys(tags)),
                 *indexed,
                 *document_params(*indexed),
+                document_length(*indexed),
             ),
         ).fetchone()
         self.vectors.add_vector(fact_id, bank_id, fact_type, embedding)

@@ -142,9 +142,34 @@ V1 = f"""
         context text NOT NULL,
         entities text NOT NULL,
         lead_in text NOT NULL,
-        doc tsvector NOT NULL
+        doc tsvector NOT NULL,
+        len integer NOT NULL  -- tokens in the four texts: BM25's document length
     );
     CREATE INDEX fact_fts_doc ON fact_fts USING gin(doc);
+    -- BM25's statistics, kept by a trigger as FTS5 keeps its own: how many rows hold each
+    -- lexeme (a term's rarity), and the rows and tokens of the whole index.
+    CREATE TABLE fts_terms(lexeme text PRIMARY KEY, docs bigint NOT NULL);
+    CREATE TABLE fts_totals(
+        id integer PRIMARY KEY CHECK (id = 1), docs bigint NOT NULL, tokens bigint NOT NULL
+    );
+    INSERT INTO fts_totals VALUES (1, 0, 0);
+    CREATE FUNCTION mem_fts_stats() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('DELETE', 'UPDATE') THEN
+            UPDATE fts_terms SET docs = docs - 1
+                WHERE lexeme = ANY(tsvector_to_array(OLD.doc));
+            UPDATE fts_totals SET docs = docs - 1, tokens = tokens - OLD.len;
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO fts_terms(lexeme, docs)
+                SELECT lexeme, 1 FROM unnest(tsvector_to_array(NEW.doc)) AS lexeme
+                ON CONFLICT (lexeme) DO UPDATE SET docs = fts_terms.docs + 1;
+            UPDATE fts_totals SET docs = docs + 1, tokens = tokens + NEW.len;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER fact_fts_stats AFTER INSERT OR UPDATE OR DELETE ON fact_fts
+        FOR EACH ROW EXECUTE FUNCTION mem_fts_stats();
 """
 
 MIGRATIONS: list[str] = [V1]
@@ -165,6 +190,8 @@ MEM_TABLES = frozenset(
         "fact_entities",
         "links",
         "fact_fts",
+        "fts_terms",
+        "fts_totals",
         "fact_vec",
         "reembed_staging",
     }

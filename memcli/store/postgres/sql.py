@@ -3,6 +3,7 @@ bound parameters (never user text in the SQL), the fact columns, and the keyword
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 from typing import Any
@@ -139,6 +140,15 @@ def document_sql() -> str:
 
 def document_params(text: str, context: str, entities: str, lead_in: str) -> list[str]:
     return [fold(text), fold(context), fold(entities), fold(lead_in)]
+
+
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def document_length(*texts: str) -> int:
+    """Tokens in a fact's indexed texts, as FTS5's unicode61 tokenizer counts them (runs of
+    letters and digits; CJK characters are apart already): BM25's document length."""
+    return sum(len(_TOKEN.findall(t)) for t in texts)
 
 
 def query_sql(terms: Sequence[str]) -> tuple[str, list[str]] | None:
