@@ -438,3 +438,55 @@ def test_the_cli_on_a_postgres_url_end_to_end(pg_server, pg_url: str, tmp_path: 
     assert "pw-never-shown" not in shown.output and "postgres:***@" in shown.output
     refused = mem("--bank", "nope", "recall", "x")
     assert refused.exit_code != 0 and "unknown bank" in refused.output
+
+
+def test_big_banks_search_the_hnsw_index_and_rank_its_candidates_exactly(
+    pg_url: str, bare_fact, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past EXACT_SCAN_MAX vectors a bank is searched through HNSW: the plan uses the index,
+    the results are the exact top k (ranked by their exact cosine), and a bank or type filter
+    that leaves fewer than k of the index's candidates falls back to the exact scan."""
+    import numpy as np
+
+    from memcli.store.postgres import vectors as pg_vectors
+
+    monkeypatch.setattr(pg_vectors, "EXACT_SCAN_MAX", 100)
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((400, 384)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    with PgStore(pg_url) as store:
+        with store.atomic():
+            bank = store.banks.ensure_bank("default", NOW)
+            other = store.banks.ensure_bank("other", NOW)
+            store.vectors.ensure_vectors(bank, "test", None, 384)
+            store.vectors.ensure_vectors(other, "test", None, 384)
+            ids = []
+            for i, vec in enumerate(vecs):
+                kind = "experience" if i % 40 == 0 else "world"
+                target = other if i % 2 else bank
+                ids.append(bare_fact(store, target, i, vec, NOW, fact_type=kind))
+        query = vecs[0] + 0.1 * vecs[2]
+        mine = [i for n, i in enumerate(ids) if n % 2 == 0]
+        cos = {i: float(np.dot(vecs[n], query) / np.linalg.norm(query)) for n, i in enumerate(ids)}
+        exact = sorted(mine, key=lambda i: -cos[i])[:10]
+        found = store.vectors.nearest(bank, query, 10)
+        assert [f for f, _ in found] == exact
+        assert all(abs(c - cos[f]) < 1e-4 for f, c in found)
+        # The index serves the query's inner form (on a table this small the planner would
+        # rather sort a sequential scan: told not to, it takes the index, not a sort).
+        store.conn.execute("ANALYZE fact_vec")
+        store.conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in store.conn.execute(
+                "EXPLAIN SELECT v.fact_id FROM fact_vec v ORDER BY v.embedding <=> %s LIMIT 100",
+                (pg_vectors.Vec(query),),
+            )
+        )
+        store.conn.execute("RESET enable_seqscan")
+        assert "fact_vec_hnsw" in plan and "Sort" not in plan
+        # The bank's 10 experience facts: the index's 100 candidates hold only a few of
+        # them, so the exact scan answers, with all 10 in order.
+        rare = store.vectors.nearest(bank, query, 12, ["experience"])
+        experience = [i for n, i in enumerate(ids) if n % 40 == 0]
+        assert [f for f, _ in rare] == sorted(experience, key=lambda i: -cos[i])

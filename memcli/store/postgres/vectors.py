@@ -250,10 +250,13 @@ class PgVectors:
             return [(fid, 1.0 - d) for fid, d in rows]
         ef = min(EF_MAX, max(EF_MIN, EF_FACTOR * k))
         self._set_ef_search(ef)
+        # The index's ef candidates over every bank (the inner query has the form HNSW
+        # serves: ORDER BY distance LIMIT, no condition), then the bank and filters.
         rows = self.conn.execute(
-            f"SELECT v.fact_id, v.embedding <=> %s AS d FROM {source} WHERE {where} "
-            "ORDER BY v.embedding <=> %s LIMIT %s",
-            (vec, *params, vec, ef),
+            f"SELECT c.fact_id, c.d FROM (SELECT v.fact_id, v.embedding <=> %s AS d "
+            "FROM fact_vec v ORDER BY v.embedding <=> %s LIMIT %s) c "
+            f"JOIN {source} ON v.fact_id = c.fact_id WHERE {where}",
+            (vec, vec, ef, *params),
         ).fetchall()
         rows.sort(key=lambda r: (r[1], r[0]))  # by exact distance: the index's order is not
         return [(fid, 1.0 - d) for fid, d in rows[:k]]
