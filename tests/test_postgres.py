@@ -490,3 +490,45 @@ def test_big_banks_search_the_hnsw_index_and_rank_its_candidates_exactly(
         rare = store.vectors.nearest(bank, query, 12, ["experience"])
         experience = [i for n, i in enumerate(ids) if n % 40 == 0]
         assert [f for f, _ in rare] == sorted(experience, key=lambda i: -cos[i])
+
+
+def test_two_corrections_of_one_fact_at_once_one_wins_whole(pg_url: str, embedder) -> None:
+    """Two connections (as two machines) correct the same fact at the same moment: one
+    correction is stored and closes it, the other is refused with nothing of it stored."""
+    import threading
+
+    with PgStore(pg_url) as store:
+        retain(store, [RetainItem(text="The meeting is on Monday.")], embedder)
+        (fid,) = store.facts.fact_ids_of_bank(store.banks.require_bank("default"))
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def correct(text: str) -> None:
+        with PgStore(pg_url) as store:
+            old = lifecycle.current_fact(store, "default", fid)
+            items = lifecycle.as_corrections(
+                store, old, [lifecycle.correction_item(store, old, text)]
+            )
+            barrier.wait()
+            try:
+                lifecycle.retain_superseding(
+                    store, old, Retainer(store, "default", embedder, now=NOW), items
+                )
+                outcomes.append("stored")
+            except lifecycle.LifecycleError as exc:
+                outcomes.append(str(exc))
+
+    threads = [
+        threading.Thread(target=correct, args=(t,))
+        for t in ("The meeting is on Tuesday.", "The meeting is on Friday.")
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes)[-1] == "stored"
+    assert "corrected meanwhile" in sorted(outcomes)[0]
+    with PgStore(pg_url) as store:
+        facts = store.facts.facts_by_id(store.facts.fact_ids_of_bank(1))
+        assert len(facts) == 2  # the old fact and one correction, nothing of the other
+        assert facts[fid].superseded_by in facts
