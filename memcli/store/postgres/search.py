@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from memcli.store.postgres.core import PgCore
+from memcli.store.postgres.schema import TEXT_CONFIG
 from memcli.store.postgres.sql import filter_active, filter_sql, query_sql, rank_weights
 from memcli.store.types import iso
 
@@ -56,6 +57,22 @@ def window_sql(
     return bound + rule, [hi, lo, su, eu, s, e, s, s, s]
 
 
+# For each term (its phraseto_tsquery text): how many rows of the index hold it (a word's
+# count is kept beside the index, fts_terms; a phrase's is counted on the GIN index; NULL for
+# a term that indexes to nothing), and the index's rows and tokens (fts_totals).
+HOLDING_SQL = f"""
+SELECT u.t,
+  (SELECT CASE WHEN cardinality(s.a) = 1
+            THEN coalesce((SELECT docs FROM fts_terms WHERE lexeme = s.a[1]), 0)
+          WHEN cardinality(s.a) > 1
+            THEN (SELECT count(*) FROM fact_fts WHERE doc @@ phraseto_tsquery('{TEXT_CONFIG}', u.t))
+          END
+   FROM (SELECT tsvector_to_array(to_tsvector('{TEXT_CONFIG}', u.t)) AS a) s),
+  t.docs, t.tokens
+FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n), fts_totals t ORDER BY u.n
+"""
+
+
 class PgSearch:
     def __init__(self, core: PgCore) -> None:
         self.core = core
@@ -63,17 +80,16 @@ class PgSearch:
 
     def _term_rarity(self, terms: Sequence[str]) -> tuple[list[tuple[str, float]], float]:
         """For the terms that index to something (a stop word alone does not): (the term's
-        phraseto_tsquery text, its IDF), and the index's average fact length."""
-
+        phraseto_tsquery text, its IDF), and the index's average fact length. One statement
+        for all of them (a round trip each was most of the arm's time on a busy machine)."""
         texts = [query_sql([t])[1][0] for t in terms]  # type: ignore[index]
-        docs, tokens = self.conn.execute("SELECT docs, tokens FROM fts_totals").fetchone()
+        rows = self.conn.execute(HOLDING_SQL, (texts,)).fetchall()
         out = []
-        for text in texts:
-            hits = self._rows_holding(text)
-            if hits is None:
-                continue
-            idf = math.log((docs - hits + 0.5) / (hits + 0.5)) if docs else 0.0
-            out.append((text, max(idf, IDF_FLOOR)))
+        for text, hits, docs, _ in rows:
+            if hits is not None:
+                idf = math.log((docs - hits + 0.5) / (hits + 0.5)) if docs else 0.0
+                out.append((text, max(idf, IDF_FLOOR)))
+        docs, tokens = (rows[0][2], rows[0][3]) if rows else (0, 0)
         return out, (tokens / docs if docs else 1.0)
 
     def keyword_search(
@@ -85,8 +101,6 @@ class PgSearch:
         limit: int,
     ) -> list[tuple[int, float]]:
         """(fact id, minus BM25) best first for the bank's facts holding any of the terms."""
-        from memcli.store.postgres.schema import TEXT_CONFIG
-
         if not terms or limit <= 0:
             return []
         rated, avgdl = self._term_rarity(list(terms))
@@ -136,25 +150,9 @@ class PgSearch:
         return (self._rows_holding(built[1][0]) or 0) if built else 0
 
     def _rows_holding(self, text: str) -> int | None:
-        """How many rows of the index hold a term (its phraseto_tsquery text): a word's
-        count is kept beside the index (fts_terms), a phrase's is counted on the GIN index.
-        None for a term that indexes to nothing (stop words only)."""
-        from memcli.store.postgres.schema import TEXT_CONFIG
-
-        lexemes = self.conn.execute(
-            "SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))", (TEXT_CONFIG, text)
-        ).fetchone()[0]
-        if not lexemes:
-            return None
-        if len(lexemes) == 1:
-            row = self.conn.execute(
-                "SELECT docs FROM fts_terms WHERE lexeme = %s", (lexemes[0],)
-            ).fetchone()
-            return row[0] if row else 0
-        return self.conn.execute(
-            "SELECT count(*) FROM fact_fts WHERE doc @@ phraseto_tsquery(%s::regconfig, %s)",
-            (TEXT_CONFIG, text),
-        ).fetchone()[0]
+        """How many rows of the index hold a term (its phraseto_tsquery text); None for a
+        term that indexes to nothing (stop words only)."""
+        return self.conn.execute(HOLDING_SQL, ([text],)).fetchone()[1]
 
     def fact_ids_in_window(
         self,
