@@ -532,3 +532,28 @@ def test_two_corrections_of_one_fact_at_once_one_wins_whole(pg_url: str, embedde
         facts = store.facts.facts_by_id(store.facts.fact_ids_of_bank(1))
         assert len(facts) == 2  # the old fact and one correction, nothing of the other
         assert facts[fid].superseded_by in facts
+
+
+def test_the_mcp_server_on_a_postgres_store(pg_url: str) -> None:
+    """mem --db postgresql://... mcp: retain and recall tools answer as the CLI does."""
+    from typer.testing import CliRunner
+
+    from memcli.cli import app
+    from tests.test_mcp import Client, run, server_params
+
+    async def session() -> dict:
+        async with Client(server_params(pg_url)) as client:
+            stored = await client.call_tool(
+                "retain", {"text": "Decided to book the Lisbon trip for May.", "at": "2026-03-21"}
+            )
+            found = await client.call_tool("recall", {"query": "Lisbon", "now": "2026-11-20"})
+        return {"stored": stored, "found": found}
+
+    out = run(session)
+    assert not out["stored"].is_error and not out["found"].is_error
+    via_mcp = out["found"].structured_content
+    assert via_mcp["results"][0]["text"] == "Decided to book the Lisbon trip for May."
+    cli = CliRunner().invoke(
+        app, ["--db", pg_url, "recall", "Lisbon", "--now", "2026-11-20", "--format", "json"]
+    )
+    assert via_mcp == json.loads(cli.stdout)
