@@ -93,7 +93,7 @@ def main_options(
         # only keeps the global flags for `mem config show`.
         state.flags = {"db": str(db) if db else None, "bank": bank}
         return
-    from memcli.store.location import location_of, location_problem
+    from memcli.storeurl import location_of, location_problem
 
     raw_db = configured("db", str(db) if db else None)
     problem = location_problem(raw_db)

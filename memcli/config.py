@@ -81,7 +81,7 @@ def _path(raw: Any) -> str:
 
 def _store_location(raw: Any) -> str:
     """The store: a file path (absolute), or a postgresql:// URL as given."""
-    from memcli.store.postgres.url import is_postgres_url, looks_like_url
+    from memcli.storeurl import is_postgres_url, looks_like_url
 
     value = _text(raw)
     if is_postgres_url(value) or looks_like_url(value):

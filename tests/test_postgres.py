@@ -20,7 +20,7 @@ from memcli.retain import Retainer, RetainItem
 from memcli.store import StoreError
 from memcli.store.location import open_store
 from memcli.store.postgres import PgStore
-from memcli.store.postgres.url import masked, scrub
+from memcli.storeurl import masked, scrub
 
 NOW = datetime(2026, 11, 20)
 PUBLIC_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"

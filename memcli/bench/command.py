@@ -269,7 +269,7 @@ def bench(
         store_url=store,
     )
     if store is not None:
-        from memcli.store.location import location_problem
+        from memcli.storeurl import location_problem
 
         problem = location_problem(store)
         if problem:

@@ -689,7 +689,7 @@ def _options_meta(options: BenchOptions) -> dict[str, Any]:
     out["skip_categories"] = list(options.skipped_categories())
     out["session_level"] = options.wants_sessions()
     if options.store_url is not None:
-        from memcli.store.location import shown
+        from memcli.storeurl import shown
 
         out["store_url"] = shown(options.store_url)  # never its password
     return out

@@ -44,7 +44,7 @@ def show(
     """
     from memcli.cliutil import state
     from memcli.config import KEYS, ConfigError, Settings
-    from memcli.store.location import shown
+    from memcli.storeurl import shown
 
     try:
         settings = Settings()
@@ -99,7 +99,7 @@ def set_(
         stored = set_value(key, value)
     except ConfigError as exc:
         fail(str(exc))
-    from memcli.store.location import shown
+    from memcli.storeurl import shown
 
     info(f"{key} = {shown(stored) if key == 'db' else stored}")
 

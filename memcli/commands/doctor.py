@@ -29,7 +29,7 @@ def doctor(
     """
     from memcli import doctor as doctor_mod
     from memcli.render import use_color
-    from memcli.store.location import shown
+    from memcli.storeurl import shown
 
     checks = doctor_mod.run(state.db, configured("embedder"), reranker=configured("reranker"))
     failures = doctor_mod.failed(checks)

@@ -17,9 +17,9 @@ from memcli.store.postgres.health import PgHealth
 from memcli.store.postgres.links import PgLinks
 from memcli.store.postgres.reembed import PgReembed
 from memcli.store.postgres.search import PgSearch
-from memcli.store.postgres.url import is_postgres_url, masked
 from memcli.store.postgres.vectors import PgVectors
 from memcli.store.readers import ReaderPool
+from memcli.storeurl import is_postgres_url, masked
 
 
 class PgStore(PgCore):

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from memcli.store.postgres import schema
-from memcli.store.postgres.url import EXTRA_HINT, masked, scrub, url_problem
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
     StoreBusy,
@@ -33,6 +32,7 @@ from memcli.store.types import (
     StoreFull,
     StoreReadOnly,
 )
+from memcli.storeurl import EXTRA_HINT, masked, scrub, url_problem
 
 _savepoint_names = itertools.count(1)
 CONNECT_TIMEOUT_S = 10

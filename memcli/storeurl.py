@@ -1,10 +1,14 @@
-"""postgresql:// store locations: telling one from a path, and showing one without its
-password. Imports nothing but the standard library: the CLI and config use it at start-up."""
+"""Store locations: a path, or a postgresql:// URL; telling them apart, checking a URL and
+showing one without its password. Light (the standard library only): the CLI and the config
+use it at start-up, before anything under memcli.store (numpy, SQLite) is imported.
+memcli/store/location.py opens the store a location names."""
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -80,3 +84,59 @@ def url_problem(url: str) -> str | None:
     if not database and not any(k == "dbname" for k, _ in parse_qsl(parts.query)):
         return f"{masked(url)} names no database: postgresql://user@host:port/DBNAME"
     return None
+
+
+def location_problem(location: str | os.PathLike) -> str | None:
+    """What is wrong with a store location, or None: a URL of another scheme is never taken
+    for a path (it made a folder named 'mysql:' holding a SQLite store)."""
+    if is_postgres_url(location):
+        return url_problem(str(location))
+    if looks_like_url(location):
+        return (
+            f"{masked(str(location))} is not a store location mem knows: give a file path or a "
+            "postgresql:// URL"
+        )
+    return None
+
+
+def shown(location: str | os.PathLike) -> str:
+    """The location as output may show it (a URL without its password)."""
+    return masked(str(location)) if is_postgres_url(location) else str(location)
+
+
+class StoreURL(str):
+    """A postgresql:// store location where the CLI keeps a path (state.db): the few
+    questions asked of a path have answers here, so the commands need no second branch.
+    str() is the URL itself (with any password: pass it to open_store, never print it;
+    shown() is for output)."""
+
+    def expanduser(self) -> StoreURL:
+        return self
+
+    def resolve(self) -> StoreURL:
+        return self
+
+    def absolute(self) -> StoreURL:
+        return self
+
+    def exists(self) -> bool:
+        """Whether the database holds a mem store. A server that cannot be reached answers
+        True: opening the store then says what is wrong."""
+        from memcli.store import StoreError
+        from memcli.store.postgres import PgStore
+
+        try:
+            PgStore(str(self), create=False, readonly=True).close()
+        except StoreError as exc:
+            return "no mem store" not in str(exc)
+        return True
+
+    def __repr__(self) -> str:
+        return f"StoreURL({masked(str(self))!r})"
+
+
+def location_of(raw: str | os.PathLike) -> Any:
+    """A configured store location: StoreURL for a postgresql:// URL, else a Path (~ expanded)."""
+    if is_postgres_url(raw):
+        return StoreURL(str(raw))
+    return Path(raw).expanduser()
