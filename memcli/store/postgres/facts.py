@@ -213,15 +213,20 @@ class PgFacts:
 
     def contexts_among(self, bank_id: int, candidates: Sequence[str]) -> list[str]:
         """The bank's contexts equal to a candidate ignoring case: one probe of the
-        facts_context index per candidate."""
+        facts_context index per candidate, the first context at or after it in index order.
+        (Asked for equality, the planner took a bank with two speakers for one where any
+        row would do and read every fact for a candidate that names none: 66 ms at 10k
+        facts, this way 0.3.)"""
         if not candidates:
             return []
         rows = self.conn.execute(
-            "SELECT DISTINCT (SELECT f.context FROM facts f WHERE f.bank_id = %s "
-            "AND lower(f.context) = lower(c) LIMIT 1) AS found FROM unnest(%s::text[]) AS c",
-            (bank_id, list(candidates)),
+            "SELECT DISTINCT p.context FROM unnest(%s::text[]) AS c, LATERAL "
+            "(SELECT f.context, lower(f.context) AS k FROM facts f WHERE f.bank_id = %s "
+            "AND lower(f.context) >= lower(c) ORDER BY lower(f.context) LIMIT 1) AS p "
+            "WHERE p.k = lower(c)",
+            (list(candidates), bank_id),
         ).fetchall()
-        return sorted(r[0] for r in rows if r[0] is not None)
+        return sorted(r[0] for r in rows)
 
     def fact_count(self, bank_id: int | None = None) -> int:
         if bank_id is None:
