@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memcli.errors import MemError
+
 APP_NAME = "mem"
 ENV_CONFIG = "MEM_CONFIG"
 
 
-class ConfigError(ValueError):
+class ConfigError(MemError, ValueError):
     """A bad config file or value (one-line message)."""
 
 
@@ -80,12 +82,18 @@ def _path(raw: Any) -> str:
 
 
 def _store_location(raw: Any) -> str:
-    """The store: a file path (absolute), or a postgresql:// URL as given."""
-    from memcli.storeurl import is_postgres_url, looks_like_url
+    """The store: a file path (made absolute, as _path), or a postgresql:// URL as given;
+    never another URL taken for a path: a URL made a folder named "postgresql:" with a
+    SQLite store inside."""
+    from memcli.paths import store_location_problem
+    from memcli.storeurl import is_postgres_url
 
     value = _text(raw)
-    if is_postgres_url(value) or looks_like_url(value):
-        return value  # checked when the store is opened (location_problem)
+    problem = store_location_problem(value)
+    if problem:
+        raise ConfigError(problem)
+    if is_postgres_url(value):
+        return value
     return _path(value)
 
 

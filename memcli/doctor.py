@@ -17,7 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memcli.store.protocol import StoreProtocol
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 
@@ -46,7 +49,7 @@ def _ids(ids: list[int], more: bool) -> str:
     return f"{word} " + ", ".join(str(i) for i in ids) + (", ..." if more else "")
 
 
-def fts_check(store: Any) -> Check:
+def fts_check(store: StoreProtocol) -> Check:
     """FTS5's integrity-check. It is spelled as an INSERT, so it takes the write lock: in its
     own transaction it waits for a retain that holds the lock (inside a read transaction it
     would fail at once with "database is locked")."""
@@ -72,7 +75,7 @@ def fts_check(store: Any) -> Check:
     return Check("fts5 integrity-check", FAIL, f"fact_fts: {fts_error}")
 
 
-def store_checks(store: Any, fts: Check) -> list[Check]:
+def store_checks(store: StoreProtocol, fts: Check) -> list[Check]:
     """The store's checks, read in one snapshot; `fts` is fts_check's, made before it."""
     out: list[Check] = []
     problems = store.health.quick_check()
@@ -184,7 +187,7 @@ def id_check(highest: dict[str, int]) -> Check:
     return Check("ids", OK, f"highest id {high} ({table}); {left} left")
 
 
-def embedder_checks(store: Any, override: str | None) -> list[Check]:
+def embedder_checks(store: StoreProtocol, override: str | None) -> list[Check]:
     """Each bank's recorded fingerprint against the file mem would load for it."""
     from memcli.models import ModelError, choice
     from memcli.models.embedder import resolve_embedder_path, spec_builtin
@@ -271,15 +274,11 @@ def model_cache_checks() -> list[Check]:
     return out
 
 
-def version_checks(store: Any | None) -> list[Check]:
-    import apsw
-    import sqlite_vec
+def version_checks(store: StoreProtocol | None) -> list[Check]:
+    from memcli.store.health import library_versions
 
-    out = [Check("sqlite", OK, f"SQLite {apsw.sqlite_lib_version()}, apsw {apsw.apsw_version()}")]
-    if store is not None:
-        out.append(Check("sqlite-vec", OK, f"{store.health.sqlite_vec_version()} (loaded)"))
-    else:
-        out.append(Check("sqlite-vec", OK, f"package {getattr(sqlite_vec, '__version__', '?')}"))
+    versions = store.health.versions() if store is not None else library_versions()
+    out = [Check(name, OK, detail) for name, detail in versions]
     try:
         import llama_cpp
 

@@ -33,18 +33,18 @@ from typing import IO, Any
 from memcli.display import has_visible_text
 from memcli.labels import bank_name_problem
 from memcli.lifecycle import LifecycleError, embedding_text
-from memcli.retain import RetainError, check_json_value
+from memcli.retain import RetainError, check_json_value, section_of
 from memcli.store import (
     FACT_TYPES,
     ID_LIMIT,
     INT64_MAX,
     LINK_KINDS,
     SCHEMA_VERSION,
-    Store,
     WriteRefused,
     check_bank_name,
     iso,
 )
+from memcli.store.protocol import StoreProtocol
 
 FORMAT = "mem-export"
 FORMAT_VERSION = 1
@@ -67,7 +67,7 @@ def dumps(obj: Any) -> str:
 
 
 def export_lines(
-    store: Store, bank: str, *, with_vectors: bool = False
+    store: StoreProtocol, bank: str, *, with_vectors: bool = False
 ) -> tuple[dict[str, Any], Iterator[str]]:
     """(header, lines): the bank as JSONL lines (without newlines), streamed from cursors
     inside one read transaction, so the file is one consistent state of the store. Consume
@@ -193,7 +193,7 @@ def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
     if h.get("kind") != "header" or h.get("format") != FORMAT:
         hint = ""
         if "text" in h:
-            hint = " (it looks like retain input: use `mem retain --jsonl`)"
+            hint = " (it looks like retain input: retain it as JSONL instead)"
         elif "results" in h or "query" in h:
             hint = " (it looks like recall output)"
         raise src.error(f"is not a mem export header{hint}")
@@ -362,11 +362,11 @@ def _check_ids(rec: dict[str, Any], kind: str, spans: dict[str, Any], src: _Line
             )
 
 
-def _check_bank_is_new(store: Store, target: str) -> None:
+def _check_bank_is_new(store: StoreProtocol, target: str) -> None:
     if store.banks.bank_id(target) is not None:
         raise LifecycleError(
-            f"bank {target!r} already exists in {store.path}: import into a new bank with "
-            f"--into NAME, or delete it first (mem banks --delete {target})"
+            f"bank {target!r} already exists in {store.path}: import into a new bank "
+            f"({{into}}), or delete that bank first"
         )
 
 
@@ -454,6 +454,7 @@ def _embed_ahead(
                     rec["occurred_start"],
                     rec["occurred_end"],
                     rec["fts_lead_in"],
+                    section_of(rec["metadata"]),
                     [spellings[eid] for eid in rec["entities"]],
                 )
             )
@@ -508,7 +509,7 @@ def _close_quietly(f: IO[Any]) -> None:
 
 
 def import_lines(
-    store: Store,
+    store: StoreProtocol,
     lines: Iterable[str],
     *,
     name: str,
@@ -536,7 +537,7 @@ def import_lines(
         # A name an older mem took ("work "): the file is fine, the name is not any more.
         raise LifecycleError(
             f"{name}: the bank name in its header: {bank_name_problem(target)}; import it "
-            "under another name with --into NAME"
+            "under another name ({into})"
         )
     check_bank_name(target)
     _check_bank_is_new(store, target)
@@ -553,8 +554,8 @@ def import_lines(
                 raise LifecycleError(
                     f"{name} holds vectors of {fb.get('embedder')} ({(have_fp or '?')[:12]}), "
                     f"not of {model.name} ({(fp or '?')[:12]}), the embedder in use: add "
-                    f"--reembed to embed the facts again with {model.name}, or set "
-                    "MEM_EMBEDDER to that model"
+                    f"{{reembed}} to embed the facts again with {model.name}, or use that "
+                    "model as the {embedder}"
                 )
             vec_name, vec_fp, dim = fb.get("embedder"), have_fp, file_vectors["dim"]
             computed = None
@@ -582,7 +583,7 @@ def import_lines(
 
 
 def _write(
-    store: Store,
+    store: StoreProtocol,
     src: _Line,
     header: dict[str, Any],
     target: str,
@@ -745,7 +746,7 @@ def _vector(rec: dict[str, Any], dim: int, src: _Line) -> bytes:
 
 
 def _insert_fact(
-    store: Store, bank_id: int, rec: dict[str, Any], entity_ids: list[int], blob: bytes
+    store: StoreProtocol, bank_id: int, rec: dict[str, Any], entity_ids: list[int], blob: bytes
 ) -> None:
     from memcli.blocks import tail_tokens
     from memcli.store import FACT_TYPES

@@ -26,19 +26,24 @@ from datetime import datetime
 from typing import Any
 
 from memcli.display import has_visible_text
-from memcli.store import Fact, Store, StoreError, iso
+from memcli.errors import MemError
+from memcli.store import Fact, iso
+from memcli.store.protocol import StoreProtocol
 
 # Facts embedded (and committed) per re-embedding batch: small enough that Ctrl-C loses
 # little work, large enough that the per-transaction cost does not matter.
 REEMBED_BATCH = 256
 
 
-class LifecycleError(ValueError):
+class LifecycleError(MemError, ValueError):
     """Bad input to a lifecycle command (one-line message); nothing was written."""
 
 
 class OptionError(LifecycleError):
     """A bad option value (a usage error: exit 2)."""
+
+    def __init__(self, message: str, *, field: str | None = None, usage: bool = True) -> None:
+        super().__init__(message, field=field, usage=usage)
 
 
 @dataclass
@@ -82,26 +87,28 @@ def check_selection(sel: Selection) -> None:
 
     for t in sel.types or ():
         if t not in FACT_TYPES:
-            raise OptionError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
+            raise OptionError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})", field="types")
     for tag in sel.tags or ():
         problem = label_problem(tag)
         if problem:  # as retain refuses it: no fact can carry such a tag
-            raise OptionError(f"--tag {tag!r} {problem}")
+            raise OptionError(f"{tag!r} {problem}", field="tags")
     if sel.tags_match not in TAG_MODES:
-        raise OptionError(f"unknown --tags-match {sel.tags_match!r} ({', '.join(TAG_MODES)})")
+        raise OptionError(
+            f"unknown value {sel.tags_match!r} (use {', '.join(TAG_MODES)})", field="tags_match"
+        )
     if sel.since and sel.until and sel.since >= sel.until:
         # (Flag-neutral: list says --until, forget --before.)
         raise OptionError(
-            f"the time range is empty: its start {iso(sel.since)} is not before its end "
-            f"{iso(sel.until)}"
+            f"the time range is empty: its start ({{since}}) {iso(sel.since)} is not before "
+            f"its end ({{until}}) {iso(sel.until)}"
         )
     if sel.query is not None and not has_visible_text(sel.query):
-        raise OptionError("--query is empty")
+        raise OptionError("is empty", field="query")
     if sel.query_limit <= 0:
-        raise OptionError("--limit must be positive")
+        raise OptionError("must be positive", field="limit")
 
 
-def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
+def check_as_of(store: StoreProtocol, bank_id: int, as_of: datetime | None) -> None:
     """An --as-of before the bank existed has no answer: say so instead of printing none."""
     if as_of is None:
         return
@@ -109,21 +116,22 @@ def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
     if created is not None and as_of < created:
         name = store.banks.bank_row(bank_id)["name"]
         raise LifecycleError(
-            f"--as-of {iso(as_of)} is before bank {name!r} existed (created {iso(created)})"
+            f"{iso(as_of)} is before bank {name!r} existed (created {iso(created)})",
+            field="as_of",
         )
 
 
 def iter_facts(
-    store: Store, bank: str, sel: Selection, limit: int | None = None, offset: int = 0
+    store: StoreProtocol, bank: str, sel: Selection, limit: int | None = None, offset: int = 0
 ) -> Iterator[Fact]:
     """The selected facts, newest said first, streamed (a page of rows at a time)."""
     check_selection(sel)
     bank_id = store.banks.require_bank(bank)
     check_as_of(store, bank_id, sel.as_of)
     if limit is not None and limit <= 0:
-        raise OptionError("--limit must be positive")
+        raise OptionError("must be positive", field="limit")
     if offset < 0:
-        raise OptionError("--offset cannot be negative")
+        raise OptionError("cannot be negative", field="offset")
     facts = store.facts.iter_facts(bank_id, sel, limit=limit, offset=offset)
     return facts if sel.as_of is None else _as_they_stood(facts, sel.as_of)
 
@@ -140,7 +148,7 @@ def _as_they_stood(facts: Iterator[Fact], as_of: datetime) -> Iterator[Fact]:
 # -- show ---------------------------------------------------------------------------------
 
 
-def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any]]:
+def show(store: StoreProtocol, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any]]:
     """Each fact whole: columns, document and chunk, entities, links, history, embedder."""
     bank_id = store.banks.require_bank(bank)
     if not fact_ids:
@@ -175,7 +183,7 @@ def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any
     return out
 
 
-def _earlier_versions(store: Store, fact_id: int) -> list[int]:
+def _earlier_versions(store: StoreProtocol, fact_id: int) -> list[int]:
     """The facts a fact corrected, back to the chain's first version, oldest first."""
     chain: list[int] = []
     seen = {fact_id}
@@ -189,7 +197,7 @@ def _earlier_versions(store: Store, fact_id: int) -> list[int]:
         seen.add(current)
 
 
-def history(store: Store, fact_id: int) -> list[dict[str, Any]]:
+def history(store: StoreProtocol, fact_id: int) -> list[dict[str, Any]]:
     """The whole correction chain through a fact, oldest first: what it superseded (back
     to the first version) and what superseded it (to the current one)."""
     chain = [*_earlier_versions(store, fact_id), fact_id]
@@ -253,7 +261,7 @@ class ForgetPlan:
 
 
 def plan_forget(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     sel: Selection,
     *,
@@ -266,13 +274,14 @@ def plan_forget(
     if sel.tags and sel.tags_match in ("any", "all"):
         # recall's non-strict modes let untagged facts through: here they would go too.
         raise OptionError(
-            f"--tags-match {sel.tags_match} would also forget every untagged fact: use "
-            f"{sel.tags_match}_strict (any_strict is the default)"
+            f"{sel.tags_match} would also forget every untagged fact: use "
+            f"{sel.tags_match}_strict (any_strict is the default)",
+            field="tags_match",
         )
     if not sel.narrows():
         raise OptionError(
-            "say what to forget: fact ids, --source-id, --document, --tag, --type, --context, "
-            "--before/--since or --query"
+            "say what to forget: fact {ids}, {source_id}, {document_id}, {tags}, {types}, "
+            "{context}, {until}/{since} or {query}"
         )
     bank_id = store.banks.require_bank(bank)
     if sel.ids:
@@ -291,7 +300,7 @@ def plan_forget(
     return plan
 
 
-def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[int]:
+def _query_ids(store: StoreProtocol, bank: str, sel: Selection, embedder: Any) -> list[int]:
     """The facts recall ranks best for --query (the same pipeline as `mem recall`) that
     match it."""
     from memcli import fts
@@ -343,7 +352,7 @@ def forget_report(plan: ForgetPlan, dry_run: bool, counts: dict[str, int] | None
     return {"forgotten": plan.fact_ids, "counts": counts or dict.fromkeys(FORGET_COUNTS, 0)}
 
 
-def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
+def forget(store: StoreProtocol, plan: ForgetPlan) -> dict[str, int]:
     """Remove the planned facts everywhere, in one transaction; returns counts (the keys of
     FORGET_COUNTS)."""
     with store.atomic():
@@ -358,7 +367,7 @@ def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
 # -- correct ------------------------------------------------------------------------------
 
 
-def correction_item(store: Store, old: Fact, text: str, context: str | None = None) -> Any:
+def correction_item(store: StoreProtocol, old: Fact, text: str, context: str | None = None) -> Any:
     """The new version of a fact: its text, with the old one's speaker, type, tags, source
     and metadata (its document is not taken: retaining that document again would replace
     the correction too). Its relative dates are read as of when the chain's first version
@@ -374,7 +383,7 @@ def correction_item(store: Store, old: Fact, text: str, context: str | None = No
     return item
 
 
-def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
+def as_corrections(store: StoreProtocol, old: Fact, items: list[Any]) -> list[Any]:
     """Items of `mem retain --supersedes` as correction_item makes `mem correct`'s: what an
     item does not say (speaker, tags, type, source, metadata) is the old fact's, and its
     relative dates are read as of the chain's first version. Changed in place."""
@@ -391,7 +400,7 @@ def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
     return items
 
 
-def current_fact(store: Store, bank: str, fact_id: int) -> Fact:
+def current_fact(store: StoreProtocol, bank: str, fact_id: int) -> Fact:
     """A fact that is still valid (one that can be corrected), or LifecycleError."""
     old = store.facts.facts_by_id([fact_id], store.banks.require_bank(bank)).get(fact_id)
     if old is None:
@@ -405,7 +414,7 @@ def current_fact(store: Store, bank: str, fact_id: int) -> Fact:
 
 
 def retain_superseding(
-    store: Store,
+    store: StoreProtocol,
     old: Fact,
     retainer: Any,
     items: list[Any],
@@ -458,7 +467,9 @@ POSSIBLY_SUPERSEDES_COSINE = 0.8
 POSSIBLY_SUPERSEDES_NEIGHBOURS = 10
 
 
-def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, Any]]) -> None:
+def note_possible_supersessions(
+    store: StoreProtocol, bank: str, stored: list[dict[str, Any]]
+) -> None:
     """Add "possibly_supersedes" (ids, most similar first) to each fact retain reports: older,
     still valid facts of the same context that the new one nearly repeats. Only a hint for
     the caller (`mem correct` acts); nothing is changed."""
@@ -499,11 +510,13 @@ def embedding_text(
     occurred_start: str | None,
     occurred_end: str | None,
     lead_in: str | None,
+    section: str | None,
     spellings: Sequence[Sequence[str]],
 ) -> str:
     """What retain embedded for a stored fact, rebuilt from the store: the same text, time
-    phrase and lead-in; an entity is named in brackets only when none of its spellings is
-    in the text (retain named the extracted spans, which are in the text)."""
+    phrase, section (metadata "section") and lead-in (for a fact with a section, the
+    indexed lead-in is that section); an entity is named in brackets only when none of its
+    spellings is in the text (retain named the extracted spans, which are in the text)."""
     from memcli.retain import embed_text
     from memcli.timeparse import TimeSpan
 
@@ -513,7 +526,11 @@ def embedding_text(
         span = TimeSpan(start, datetime.fromisoformat(occurred_end) if occurred_end else start)
     lowered = text.lower()
     names = [names[0] for names in spellings if not any(n.lower() in lowered for n in names if n)]
-    return embed_text(text, context, span, names, _unindex(lead_in) if lead_in else None)
+    if section is not None:
+        lead_in = None
+    return embed_text(
+        text, context, span, names, _unindex(lead_in) if lead_in else None, section or None
+    )
 
 
 def _unindex(indexed: str) -> str:
@@ -538,7 +555,7 @@ class ReembedReport:
 
 
 def reembed(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     embedder: Any,
     *,
@@ -564,7 +581,7 @@ def reembed(
             raise LifecycleError(
                 f"{name} makes {dim}-dimensional vectors but bank(s) {', '.join(others)} in "
                 f"this file hold {have_dim}: export this bank and import it with "
-                "--reembed into another --db"
+                "a re-embedding ({reembed}) into another store"
             )
     wanted = {"embedder": name, "fingerprint": fingerprint, "dim": dim}
     state = store.reembed.reembed_state(bank_id)
@@ -617,7 +634,7 @@ def reembed(
     return report
 
 
-def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
+def _still_ours(store: StoreProtocol, bank_id: int, wanted: dict[str, Any]) -> None:
     """Raise LifecycleError when another re-embedding of the bank, with another model, has
     started since this one did (it cleared the staging table: vectors of two models would
     mix under one model's name). Called inside the batch's transaction."""
@@ -636,30 +653,6 @@ def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
     raise LifecycleError(
         f"a re-embedding with {state.get('embedder')} started meanwhile in another process; "
         "this one stopped (the bank keeps its vectors until one of them finishes)"
-    )
-
-
-def check_query_embedder(store: Store, bank_id: int, embedder: Any) -> None:
-    """Raise StoreError when the bank's vectors come from another model than the one that
-    would embed the query (cosines between two models' vectors mean nothing)."""
-    from memcli.store.vectors import same_model_name
-
-    have_name, have_fp = store.vectors.bank_embedder(bank_id)
-    name = getattr(embedder, "name", None) or "?"
-    fingerprint = getattr(embedder, "fingerprint", None)
-    if have_fp is not None and fingerprint is not None:
-        same = have_fp == fingerprint
-    else:
-        same = have_name is None or same_model_name(have_name, name)
-    if same or not store.vectors.bank_has_vectors(bank_id):
-        return
-    bank = store.banks.bank_row(bank_id)["name"]
-    theirs = f"{have_name} ({have_fp[:12]})" if have_fp else f"{have_name}"
-    ours = f"{name} ({fingerprint[:12]})" if fingerprint else name
-    raise StoreError(
-        f"bank {bank!r} was embedded with {theirs} but the query would be embedded with "
-        f"{ours}: give the bank's model with --embedder (or MEM_EMBEDDER), or re-embed the "
-        f"bank with `mem --bank {bank} reembed --embedder {name}`"
     )
 
 

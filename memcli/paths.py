@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 APP_NAME = "mem"
 
@@ -43,20 +44,38 @@ def is_store_file(candidate: str | os.PathLike, db: str | os.PathLike) -> bool:
     and inode (a hard link or another spelling of the path counts). A process that holds a
     connection must never open and close these outside SQLite: closing any descriptor of a
     file drops the locks SQLite holds on it (memcli/store/base.py, read_header)."""
+    from memcli.storeurl import is_postgres_url
+
+    if is_postgres_url(db):  # a database on a server: no file here is it
+        return False
     here = file_identity(candidate)
     if here is None:
         return False
     return any(file_identity(f"{db}{end}") == here for end in ("", *STORE_SIBLINGS))
 
 
-def resolve_db_path(cli_value: str | os.PathLike | None) -> Path:
-    """--db PATH, else $MEM_DB, else <user data dir>/mem.db."""
-    if cli_value:
-        return Path(cli_value).expanduser()
-    env = os.environ.get("MEM_DB")
-    if env:
-        return Path(env).expanduser()
-    return data_dir() / "mem.db"
+def store_location_problem(value: str | os.PathLike) -> str | None:
+    """What is wrong with a store location, or None: a postgresql:// URL names a PostgreSQL
+    store (checked: a port, a database); any other URL is never taken for a path (a
+    postgresql:// store made a folder named "postgresql:" with a SQLite store inside)."""
+    from memcli.storeurl import location_problem
+
+    return location_problem(os.fspath(value))
+
+
+def resolve_db_path(cli_value: str | os.PathLike | None) -> Any:
+    """--db PATH or URL, else $MEM_DB, else <user data dir>/mem.db: a Path (~ expanded), or a
+    StoreURL for a postgresql:// URL (memcli/storeurl.py). ValueError for a URL of another
+    scheme or a bad postgresql:// URL."""
+    from memcli.storeurl import location_of
+
+    value = cli_value or os.environ.get("MEM_DB")
+    if not value:
+        return data_dir() / "mem.db"
+    problem = store_location_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return location_of(value)
 
 
 def temp_path_beside(dest: Path) -> Path:

@@ -34,14 +34,16 @@ from memcli import blocks, tokens
 from memcli import entities as entity_mod
 from memcli.clock import utc_to_local, utcnow
 from memcli.display import has_visible_text, one_line
+from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
-from memcli.split import split_text, starts_with_cause
-from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
+from memcli.split import SplitFact, split_text, starts_with_cause
+from memcli.store import FACT_TYPES, StoreError, content_hash, iso
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
 
 
-class RetainError(ValueError):
+class RetainError(MemError, ValueError):
     """Input that cannot be stored (one-line message)."""
 
 
@@ -63,6 +65,17 @@ class RetainItem:
     # source_id is the caller's own id for this item (a JSONL "id"), not a file's name: the
     # same id with the same words is the same item, however it is dated.
     id_given: bool = False
+    # One fact, its text kept as written (line breaks and all): a code block, a table, a
+    # list. Not split into sentences.
+    verbatim: bool = False
+    # Entities the input names that the text may not spell as a name: entity name -> the
+    # words that stand for it in the text (a wiki link [[Priya Sharma|Priya]]: "Priya"), or
+    # None when every fact of the item is about it (the entity an observation describes).
+    mentions: dict[str, str | None] = field(default_factory=dict)
+    # Whether the item retained just before it (same call, same document, close in time) is
+    # its lead-in, as a conversation's previous turn is a reply's. A note's paragraphs and
+    # an exported list of memories are no replies to each other.
+    lead_in: bool = True
 
 
 @dataclass
@@ -222,7 +235,25 @@ def check_item(item: RetainItem) -> RetainItem:
         if not isinstance(item.dates_from, datetime):
             raise RetainError("dates_from must be a datetime")
         item.dates_from = to_utc_naive(item.dates_from)
+    if not isinstance(item.mentions, dict):
+        raise RetainError("mentions must be an object")
+    for name, words in item.mentions.items():
+        if not isinstance(name, str) or not has_visible_text(name) or "\n" in name:
+            raise RetainError(f"a mentioned entity {name!r} is not a name on one line")
+        check_string(name, "a mentioned entity")
+        if words is not None:
+            if not isinstance(words, str):
+                raise RetainError(f"the words for entity {name!r} must be a string")
+            check_string(words, "a mention")
     return item
+
+
+def section_of(metadata: dict[str, Any]) -> str | None:
+    """The section a fact belongs to (metadata "section": the headings above a note's
+    paragraph, outermost first, joined by " > "). It is embedded with the fact and indexed
+    as the fact's lead-in, never part of its text."""
+    section = metadata.get("section") if isinstance(metadata, dict) else None
+    return section if isinstance(section, str) and has_visible_text(section) else None
 
 
 # -- prepare ------------------------------------------------------------------------------
@@ -234,11 +265,14 @@ def embed_text(
     span: TimeSpan | None,
     names: list[str],
     lead_in: str | None = None,
+    section: str | None = None,
 ) -> str:
-    """What the embedder sees: who said it, the text, when it happened, entity names the text
-    itself does not spell out, and what was said just before (a reply like "Yes, last
-    Tuesday!" means little alone). The stored text stays plain."""
-    head = f"{context}: " if context else ""
+    """What the embedder sees: who said it (or the note it is from) and the section it
+    belongs to, the text, when it happened, entity names the text itself does not spell out,
+    and what was said just before (a reply like "Yes, last Tuesday!" means little alone).
+    The stored text stays plain."""
+    head = " > ".join(part for part in (context, section) if part)
+    head = f"{head}: " if head else ""
     tail = ""
     if span is not None:
         tail += f" (happened {describe_span(span)})"
@@ -254,7 +288,11 @@ def embed_text(
 def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> list[_PendingFact]:
     """Split one checked item into facts with their types, times, entities and hashes."""
     mentioned = item.timestamp or now
-    chunks, facts = split_text(item.text, settings.fact_max_words, settings.chunk_max_words)
+    if item.verbatim:
+        text = item.text.strip("\n")
+        chunks, facts = [text], [SplitFact(text, 0)]
+    else:
+        chunks, facts = split_text(item.text, settings.fact_max_words, settings.chunk_max_words)
     out: list[_PendingFact] = []
     for position, fact in enumerate(facts):
         fact_type = item.fact_type or guess_fact_type(fact.text)
@@ -271,7 +309,9 @@ def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> l
                 caused_by=fact.caused_by,
                 fact_type=fact_type,
                 span=span,
-                entity_names=entity_mod.extract_entities(fact.text),
+                entity_names=with_mentions(
+                    entity_mod.extract_entities(fact.text), fact.text, item.mentions
+                ),
                 content_hash=content_hash(
                     fact.text,
                     item.context,
@@ -283,6 +323,23 @@ def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> l
                 mentioned_at=mentioned,
             )
         )
+    return out
+
+
+def with_mentions(names: list[str], text: str, mentions: dict[str, str | None]) -> list[str]:
+    """A fact's entity names with the ones its input names: a mention whose words are in
+    the fact's text (or that has no words: about every fact of the item) replaces the name
+    extracted from those words ("Priya" -> "Priya Sharma") or is added."""
+    if not mentions:
+        return names
+    out = list(names)
+    for entity, words in mentions.items():
+        if words is not None and not re.search(rf"(?<!\w){re.escape(words)}(?!\w)", text, re.I):
+            continue
+        spoken = (words or entity).lower()
+        out = [n for n in out if n.lower() != spoken]
+        if entity.lower() not in {n.lower() for n in out}:
+            out.append(entity)
     return out
 
 
@@ -300,7 +357,7 @@ class Retainer:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreProtocol,
         bank: str,
         embedder: Any,
         *,
@@ -308,6 +365,7 @@ class Retainer:
         now: datetime | None = None,
         keep_stored: bool = False,
         append: bool = False,
+        document_sources: dict[str, tuple[str | None, str | None]] | None = None,
     ) -> None:
         self.store = store
         self.bank = bank
@@ -316,6 +374,9 @@ class Retainer:
         self.now = to_utc_naive(now) if now is not None else utcnow()
         self.keep_stored = keep_stored
         self.append = append
+        # document id -> (source hash, sync root): recorded on the document's new version,
+        # so it goes live with it (store/sources.py).
+        self.document_sources = document_sources or {}
         self.summary = RetainSummary()
         # The bank this call writes into, fixed by its first batch (_bank_for_batch).
         self._bank_id: int | None = None
@@ -326,8 +387,8 @@ class Retainer:
         # to them.
         self._replaced_fact_ids: set[int] = set()
         self._entity_cache: dict[str, int] = {}
-        # The file's data version when those ids were last known good (_drop_stale_ids).
-        self._data_version: int | None = None
+        # The store's change token when those ids were last known good (_drop_stale_ids).
+        self._change_token: int | None = None
         # The last fact stored by this retain call: a next item that opens with "Because ..."
         # or "So ..." (a dialog reply) is causally linked to it.
         self._last_fact_id: int | None = None
@@ -434,6 +495,8 @@ class Retainer:
             row = self._staged_docs[doc] = store.documents.ensure_document(
                 self._staging_bank, doc, self.now
             )
+            if doc in self.document_sources:
+                store.sources.set_document_source(row, *self.document_sources[doc])
             live = store.documents.document_row(bank_id, doc)
             if live is not None:
                 self._replaced_fact_ids.update(store.documents.document_fact_ids(live))
@@ -479,7 +542,13 @@ class Retainer:
                 self._before, current = current or self._before, p.item
             prev = self._before
             lead = None
-            if s.lead_in_words and prev is not None and prev.document_id == p.item.document_id:
+            if (
+                s.lead_in_words
+                and prev is not None
+                and p.item.lead_in
+                and section_of(p.item.metadata) is None
+                and prev.document_id == p.item.document_id
+            ):
                 a, b = prev.timestamp, p.item.timestamp
                 if (
                     a is None
@@ -503,7 +572,15 @@ class Retainer:
         for p, lead in zip(pending, self._lead_ins(pending)):
             p.lead_in = lead
         texts = [
-            embed_text(p.text, p.item.context, p.span, p.entity_names, p.lead_in) for p in pending
+            embed_text(
+                p.text,
+                p.item.context,
+                p.span,
+                p.entity_names,
+                p.lead_in,
+                section_of(p.item.metadata),
+            )
+            for p in pending
         ]
         # Each distinct text once: a text repeated a thousand times (pasted twice, a log of
         # one line) was embedded a thousand times, then all but one skipped as duplicates.
@@ -584,7 +661,8 @@ class Retainer:
                 embedding=p.embedding,
                 now=self.now,
                 tail_tokens=blocks.tail_tokens(p.item.context, p.text),
-                lead_in=p.lead_in,
+                # A fact with a section has no lead-in: its section introduces it.
+                lead_in=p.lead_in or section_of(p.item.metadata),
             )
             # Counted now, while the tokenizer is loaded, so a recall of this fact finds
             # its date's shape known (blocks.block_tokens).
@@ -658,10 +736,10 @@ class Retainer:
         process has committed since: a forget or a bank's deletion may have removed them,
         and the next batch failed on them with "FOREIGN KEY constraint failed". Called with
         the write lock held, so nothing changes again before the batch commits."""
-        version = self.store.data_version()
-        if version == self._data_version:
+        version = self.store.change_token()
+        if version == self._change_token:
             return
-        self._data_version = version
+        self._change_token = version
         self._entity_cache.clear()
         if self._last_fact_id is not None and not self.store.facts.facts_by_id(
             [self._last_fact_id]

@@ -93,7 +93,7 @@ def test_choice_rules() -> None:
     )
     # recorded by an older version as the converted file's stem
     assert choice.for_bank("all-MiniLM-L6-v2-53aa51172d14-f16", None).spec == "all-MiniLM-L6-v2"
-    with pytest.raises(Exception, match="--embedder PATH"):
+    with pytest.raises(Exception, match="give that model.s file as the embedder"):
         choice.for_bank("my-own-model", None)
 
 

@@ -203,9 +203,8 @@ def test_an_interrupted_replace_leaves_the_old_version_whole(db_path, tmp_path, 
     assert mem(db_path, "retain", "Something else.").exit_code == 0
     assert hidden_rows(db_path) == 0
     with Store(db_path) as s:
-        fts = s.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
-        vec = s.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
-        assert fts == vec == s.facts.fact_count() == 301
+        assert s.health.index_counts() == {"facts": 301, "fts_rows": 301, "vectors": 301}
+        assert s.facts.fact_count() == 301
 
 
 def _entity_records(db: Path) -> list[dict]:
@@ -317,7 +316,7 @@ def test_an_interrupted_call_counts_only_the_entities_and_links_it_keeps(store, 
     )
     summary = retainer.retain(items, progress=progress)
     assert summary.interrupted and store.facts.fact_count(store.banks.require_bank("default")) == 3
-    kept_entities = store.conn.execute("SELECT count(*) FROM entities").fetchone()[0]
+    kept_entities = store.health.row_counts()["entities"]
     assert (summary.entities, summary.links) == (kept_entities, store.links.link_count())
 
 

@@ -208,7 +208,7 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
     # SIGXFSZ, so the write returns an error instead of killing the process).
     seeded(db_path)
     with Store(db_path) as s:
-        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        s.checkpoint()
     rows = [
         {"text": f"Line {i} of a long diary about the allotment and its {i} tomatoes."}
         for i in range(400)
@@ -222,10 +222,13 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
     if kept:
         assert f"the {kept} items of the batches before it stay stored" in err.decode()
     with Store(db_path) as s:
-        assert s.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        fts = s.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
-        vec = s.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
-        assert fts == vec == kept + 1
+        assert s.health.quick_check() == ["ok"] and s.health.foreign_key_violations() == 0
+        assert s.health.index_counts() == {
+            "facts": kept + 1,
+            "fts_rows": kept + 1,
+            "vectors": kept + 1,
+        }
+        assert s.health.fts_integrity_error() is None
 
 
 @pytest.mark.parametrize(
@@ -480,7 +483,7 @@ def test_a_full_disk_during_a_document_replace_keeps_the_old_version(db_path, tm
     old = [{"text": f"Old page {i} of the manual.", "document_id": "manual"} for i in range(5)]
     assert mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "v1", old))).exit_code == 0
     with Store(db_path) as s:
-        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        s.checkpoint()
     new = [
         {"text": f"New page {i} of the manual, much longer than before.", "document_id": "manual"}
         for i in range(400)
@@ -766,10 +769,12 @@ def test_a_byte_order_mark_is_no_part_of_a_file_or_a_jsonl_batch(db_path, tmp_pa
     assert r.exit_code == 0, r.output
     (stored,) = json.loads(r.stdout)["stored"]
     assert stored["text"] == "The spare key is under the blue pot."
-    # the same words typed at the same time: a duplicate, not a second fact
-    assert (
-        mem(db_path, "retain", "The spare key is under the blue pot.", "--at", said).exit_code == 0
-    )
+    # the file saved again without the mark (a file is its own document, issue 34): the
+    # same words, replaced in place, still one fact
+    text_file.write_bytes(b"The spare key is under the blue pot.\n")
+    r = mem(db_path, "retain", "--file", str(text_file), "--json", "--at", said)
+    assert r.exit_code == 0 and "1 documents replaced" in r.stderr, r.output
+    assert [s["text"] for s in json.loads(r.stdout)["stored"]] == [stored["text"]]
     assert fact_count(db_path) == 1
     batch = tmp_path / "items.jsonl"
     batch.write_bytes(bom + b'{"text": "The gate code is 4411."}\n')
@@ -1286,7 +1291,7 @@ def test_forget_with_a_query_of_no_visible_text_is_a_usage_error(db_path, query)
     seeded(db_path)
     out = mem(db_path, "forget", "--query", query, "--dry-run")
     assert out.exit_code == 2, out.output
-    one_error_line(out.output, "--query is empty")
+    one_error_line(out.output, "--query: is empty")
     assert "unexpected" not in out.output
 
 
@@ -1628,10 +1633,15 @@ def test_supersedes_with_several_items_is_a_usage_error(db_path, tmp_path):
 def test_a_file_retained_again_on_another_day_is_a_new_memory(db_path, tmp_path):
     """A file's name is its items' source id, but not an id the caller gave: the rule for
     undated items with ids (an interrupted import run again) dropped a journal file's same
-    sentence retained again later as a duplicate (review)."""
+    sentence retained again later as a duplicate (review). Since issue 34 a file is its own
+    document (the same file again is skipped): a journal kept in one file gives each day's
+    version its own --document."""
     day = tmp_path / "day.txt"
     day.write_text("I went for a run in the park.")
-    for _ in range(2):
-        r = mem(db_path, "retain", "--file", str(day))
+    for document in ("day-1", "day-2"):
+        r = mem(db_path, "retain", "--file", str(day), "--document", document)
         assert r.exit_code == 0 and "1 facts stored" in r.stderr, r.stderr
         time.sleep(1.1)  # the next second: another time said
+    r = mem(db_path, "retain", "--file", str(day), "--document", "day-2")
+    assert r.exit_code == 0 and "as it was retained: skipped" in r.stderr, r.stderr
+    assert fact_count(db_path) == 2

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from memcli import lifecycle
+from memcli import entities, lifecycle
 from memcli.cli import app
 from memcli.store import Store
 from tests.conftest import answer_at_terminal, write_jsonl
@@ -78,19 +78,15 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-TABLES = (
-    "facts", "fact_fts", "fact_vec", "fact_tags", "fact_entities", "entities", "links",
-    "chunks", "documents", "banks",
-)  # fmt: skip
-
-
 def db_snapshot(db: Path) -> dict[str, int]:
     with Store(db) as s:
-        q = s.conn.execute
-        counts = {t: q(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
-        counts["invalid"] = q("SELECT count(*) FROM facts WHERE invalid_at IS NOT NULL").fetchone()[
-            0
-        ]
+        counts = s.health.row_counts()
+        every, valid = lifecycle.Selection(valid_only=False), lifecycle.Selection()
+        counts["invalid"] = sum(
+            len(s.facts.selected_fact_ids(bank, every))
+            - len(s.facts.selected_fact_ids(bank, valid))
+            for bank in map(s.banks.require_bank, s.banks.bank_names())
+        )
         return counts
 
 
@@ -153,7 +149,7 @@ def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
         fact = s.facts.facts_by_id([target], bank)[target]
         # Its chunk is its own; "Zorblax" is an entity only this fact mentions.
         own_entities = [
-            eid
+            (eid, name)
             for eid, name, _ in s.entities.fact_entity_rows(target)
             if s.entities.entity_fact_count(eid) == 1
         ]
@@ -177,30 +173,14 @@ def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
             target
         )
         assert s.documents.chunk_texts([fact.chunk_id]) == {}
-        for eid in own_entities:
-            assert (
-                s.conn.execute("SELECT count(*) FROM entities WHERE id = ?", (eid,)).fetchone()[0]
-                == 0
-            )
-            assert (
-                s.conn.execute(
-                    "SELECT count(*) FROM entity_keys WHERE entity_id = ?", (eid,)
-                ).fetchone()[0]
-                == 0
-            )
+        # Its own entities are gone, and no lookup key of their names leads to them.
+        for eid, name in own_entities:
+            found = s.entities.entity_candidates(bank, entities.candidate_keys(name))
+            assert eid not in [row[0] for row in found]
+        # (the stored mention counts: test_store.py, test_delete_facts_keeps_mention_counts)
         for eid, count in shared.items():
-            assert (
-                s.conn.execute(
-                    "SELECT mention_count FROM entities WHERE id = ?", (eid,)
-                ).fetchone()[0]
-                == count - 1
-            )
-        assert (
-            s.conn.execute(
-                "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH '\"zorblax\"'"
-            ).fetchone()[0]
-            == 0
-        )
+            assert s.entities.entity_expansions([eid], bank, 1)[eid][0] == count - 1
+        assert s.search.keyword_match_count("zorblax") == 0
     for query in ("Zorblax knocked over the Japanese textbook", "Marco's cat"):
         out = ok(mem(db, "recall", query, "--format", "json"))
         assert target not in [x["id"] for x in json.loads(out)["results"]]
@@ -237,7 +217,7 @@ def test_forget_bad_input_changes_nothing(db: Path) -> None:
     one_line_error(mem(db, "forget", "--yes"), "say what to forget")
     one_line_error(mem(db, "forget", "1", "4242", "--yes"), "no fact 4242")
     one_line_error(mem(db, "forget", "--document", "nope", "--yes"), "no document 'nope'")
-    one_line_error(mem(db, "forget", "--query", "  ", "--yes"), "--query is empty")
+    one_line_error(mem(db, "forget", "--query", "  ", "--yes"), "--query: is empty")
     one_line_error(mem(db, "forget", "--before", "someday", "--yes"), "--before")
     r = mem(db, "forget", "--source-id", "nothing-like-this", "--yes")
     assert r.exit_code == 0 and "nothing forgotten" in r.stderr

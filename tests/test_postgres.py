@@ -20,6 +20,7 @@ from memcli.retain import Retainer, RetainItem
 from memcli.store import StoreError
 from memcli.store.location import open_store
 from memcli.store.postgres import PgStore
+from memcli.store.postgres import schema as pg_schema
 from memcli.storeurl import masked, scrub
 
 NOW = datetime(2026, 11, 20)
@@ -386,7 +387,8 @@ def test_doctor_checks_of_a_postgres_store(pg_url: str, embedder) -> None:
         counts = store.health.index_counts()
         assert counts == {"facts": 6, "fts_rows": 6, "vectors": 6}
         versions = dict(store.health.versions())
-        assert versions["pgvector"] == "0.6.2" and versions["schema"] == "1"
+        assert versions["pgvector"] == "0.6.2"
+        assert versions["schema"] == str(pg_schema.SCHEMA_VERSION)
         store.conn.execute("UPDATE fact_fts SET doc = to_tsvector('simple', 'nothing')")
         assert store.health.fts_integrity_error() == "6 keyword rows do not match their text"
         store.conn.execute("UPDATE facts SET tags = 'not json' WHERE id = 1")
@@ -557,3 +559,90 @@ def test_the_mcp_server_on_a_postgres_store(pg_url: str) -> None:
         app, ["--db", pg_url, "recall", "Lisbon", "--now", "2026-11-20", "--format", "json"]
     )
     assert via_mcp == json.loads(cli.stdout)
+
+
+def test_mem_sync_on_a_postgres_store_keeps_the_bank_in_step_with_the_folder(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """mem sync and retain --file on a postgresql:// store (store.sources, schema 2): what a
+    sync made is replaced and forgotten as the folder changes, what it did not make stays,
+    an unchanged file is not retained again."""
+    from typer.testing import CliRunner
+
+    from memcli.cli import app
+
+    runner = CliRunner()
+
+    def mem(*args: str):
+        result = runner.invoke(app, ["--db", pg_url, *args])
+        assert result.exit_code == 0, result.output
+        return result
+
+    def documents() -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for line in mem("list", "--format", "jsonl").stdout.splitlines():
+            fact = json.loads(line)
+            out.setdefault(fact["document_id"], []).append(fact["text"])
+        return {k: sorted(v) for k, v in out.items()}
+
+    root = tmp_path / "vault"
+    (root / "d").mkdir(parents=True)
+    (root / "a.md").write_text("Priya moved to Porto in 2025.\n")
+    (root / "d" / "b.md").write_text("The offsite is in Braga.\n")
+    (root / "c.md").write_text("Tom plays the cello.\n")
+    mem("retain", "Mine, not the sync's.", "--document", "mine")
+    assert "3 added, 0 replaced, 0 forgotten, 0 unchanged" in mem("sync", str(root)).stderr
+    first = documents()
+    assert first == {
+        "a.md": ["Priya moved to Porto in 2025."],
+        "d/b.md": ["The offsite is in Braga."],
+        "c.md": ["Tom plays the cello."],
+        "mine": ["Mine, not the sync's."],
+    }
+    (root / "a.md").write_text("Priya moved to Braga in 2026.\n")
+    (root / "c.md").unlink()
+    (root / "e.md").write_text("The train leaves at 8:05.\n")
+    planned = mem("sync", str(root), "--dry-run").stdout.splitlines()
+    assert sorted(line.split()[0] for line in planned) == ["add", "forget", "replace"]
+    assert documents() == first  # a dry run changes nothing
+    assert "1 added, 1 replaced, 1 forgotten, 1 unchanged" in mem("sync", str(root)).stderr
+    assert documents() == {
+        "a.md": ["Priya moved to Braga in 2026."],
+        "d/b.md": ["The offsite is in Braga."],
+        "e.md": ["The train leaves at 8:05."],
+        "mine": ["Mine, not the sync's."],
+    }
+    assert "0 added, 0 replaced, 0 forgotten, 3 unchanged" in mem("sync", str(root)).stderr
+    # retain --file: its absolute path is its document; the same file again is skipped
+    assert "1 facts stored" in mem("retain", "--file", str(root / "e.md")).stderr
+    assert "as it was retained: skipped" in mem("retain", "--file", str(root / "e.md")).stderr
+
+
+def test_a_store_of_schema_1_is_read_as_it_is_read_only_and_upgraded_by_a_write(
+    pg_url: str, embedder
+) -> None:
+    """A store made before documents recorded their source (schema 1): a read-only opening
+    (a sync's dry run) reads it without upgrading it, none of its documents with a known
+    source; the next writer upgrades it in one transaction, its facts kept."""
+    with PgStore(pg_url) as store:
+        retain(store, [RetainItem(text="An older note.", document_id="a.md")], embedder)
+        store.conn.execute(
+            "DROP INDEX documents_sync_root; ALTER TABLE documents DROP COLUMN sync_root; "
+            "ALTER TABLE documents DROP COLUMN source_hash; "
+            "UPDATE meta SET value = '1' WHERE key = 'schema_version'"
+        )
+    with PgStore(pg_url, create=False, readonly=True) as store:
+        assert store.version_at_open == 1
+        bank = store.banks.require_bank("default")
+        (source,) = store.sources.document_sources(bank, ["a.md"]).values()
+        assert (source.external_id, source.source_hash, source.sync_root) == ("a.md", None, None)
+        assert store.sources.synced_documents(bank, "/anywhere") == {}
+        assert store.schema_version() == 1
+    with PgStore(pg_url) as store:
+        assert store.schema_version() == pg_schema.SCHEMA_VERSION
+        bank = store.banks.require_bank("default")
+        row = store.documents.document_row(bank, "a.md")
+        with store.atomic():
+            store.sources.set_document_source(row, "hash", "/vault")
+        assert store.sources.synced_documents(bank, "/vault")["a.md"].source_hash == "hash"
+        assert [f.text for f in store.facts.facts_by_id([1]).values()] == ["An older note."]

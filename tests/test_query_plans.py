@@ -100,7 +100,7 @@ def test_recall_reads_never_walk_a_bank(store, remember, db_path, embedder, trac
     )
     remember("Carol keeps her bike in the garage.", bank="other")
     seen, hook = traced
-    hook(store.conn)
+    hook(store.core.conn)
     result = recall(store, "default", query, options, embedder=embedder, settings=None)
     if "May" in query:
         assert result.time_window is not None and result.arms["temporal"].hits
@@ -133,7 +133,7 @@ def test_retain_into_a_grown_store_never_walks_a_bank(store, remember, db_path, 
         ),
     )
     seen, hook = traced
-    hook(store.conn)
+    hook(store.core.conn)
     remember(
         [
             RetainItem(text="Alice met Bob7 and Dmitri at Cafe2 in Lisbon.", document_id="n1"),

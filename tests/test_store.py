@@ -16,7 +16,9 @@ DAY = datetime(2026, 6, 1)
 
 
 def index_names(store: Store) -> set[str]:
-    return {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    return {
+        r[0] for r in store.core.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")
+    }
 
 
 def _write_version_2_file(path, embedder) -> None:
@@ -67,8 +69,8 @@ def _write_version_2_file(path, embedder) -> None:
 def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, embedder):
     _write_version_2_file(db_path, embedder)
     with Store(db_path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 8
-        assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert store.schema_version() == SCHEMA_VERSION == 9
+        assert store.core.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert {"facts_context", "facts_dedupe"} <= index_names(store)
         bank = store.banks.require_bank("default")
         facts = store.facts.facts_by_id([1, 2], bank)
@@ -85,7 +87,7 @@ def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, emb
         assert [f for f, _ in store.vectors.nearest(bank, vec, 2)] == [2, 1]
         # Hashes are recomputed the new way, so re-retaining the same fact is a duplicate.
         assert "oldhash1" not in {
-            r[0] for r in store.conn.execute("SELECT content_hash FROM facts")
+            r[0] for r in store.core.conn.execute("SELECT content_hash FROM facts")
         }
         assert store.vectors.bank_embedder(bank)[0] == embedder.name
     with Store(db_path) as store:
@@ -116,7 +118,7 @@ def test_contexts_among_finds_the_speakers_a_query_names(store, remember):
     # The lookup is an index probe, not a scan of the bank.
     plan = " ".join(
         str(row)
-        for row in store.conn.execute(
+        for row in store.core.conn.execute(
             "EXPLAIN QUERY PLAN " + CONTEXTS_AMONG_SQL, (bank, json.dumps(["sam"]))
         )
     )
@@ -148,7 +150,7 @@ def test_processes_creating_one_new_file_at_once_all_succeed(tmp_path):
         for p in procs:
             p.join(60)
         with Store(path) as store:
-            assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+            assert store.core.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert outcomes == ["ok"] * 30
 
 
@@ -156,7 +158,7 @@ def test_every_foreign_key_has_an_index_on_its_child_columns(store):
     # Without one, each deleted parent row makes SQLite scan the whole child table (a
     # 156-fact forget in a 101k-fact store took 23 s); forget, document replace and bank
     # delete all delete parents.
-    conn = store.conn
+    conn = store.core.conn
     tables = [
         r[0]
         for r in conn.execute(
@@ -294,11 +296,11 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare
             statements.append((sql, tuple(bindings or ())))
             return True
 
-        store.conn.exec_trace = trace
+        store.core.conn.exec_trace = trace
         store.search.fact_ids_in_window(bank, base, base + 30 * day, None)
-        store.conn.exec_trace = None
+        store.core.conn.exec_trace = None
         plans = [
-            " ".join(r[-1] for r in store.conn.execute("EXPLAIN QUERY PLAN " + q, args))
+            " ".join(r[-1] for r in store.core.conn.execute("EXPLAIN QUERY PLAN " + q, args))
             for q, args in statements
         ]
         assert len(plans) == 3, plans
@@ -433,3 +435,31 @@ def test_entity_expansions_count_every_bank_and_list_the_banks_latest(store, bar
     for entity, (count, _) in got.items():
         assert count == store.entities.entity_fact_count(entity)
     assert store.entities.entity_expansions([], home, 4) == {}
+
+
+def test_delete_facts_keeps_mention_counts_and_drops_unused_entities(store, bare_fact):
+    """Deleting facts recounts the stored mention_count of each entity they mentioned (what
+    entity lookup ranks by) and deletes, with their lookup keys, the entities no fact
+    mentions any more."""
+    at = datetime(2026, 3, 1)
+    with store.atomic():
+        bank = store.banks.ensure_bank("default", at)
+        store.vectors.ensure_vectors(bank, "unit", None, 8)
+        shared = store.entities.insert_entity(bank, "Shared", at, ["shared"])
+        own = store.entities.insert_entity(bank, "Own", at, ["own"])
+        kept, gone = (bare_fact(store, bank, n, [0.1 * (n + 1)] * 8, at) for n in range(2))
+        for fid in (kept, gone):
+            store.entities.mention_entity(fid, shared, at)
+        store.entities.mention_entity(gone, own, at)
+    q = store.core.conn.execute
+
+    def mentions(eid: int) -> int | None:
+        row = q("SELECT mention_count FROM entities WHERE id = ?", (eid,)).fetchone()
+        return row[0] if row else None
+
+    assert (mentions(shared), mentions(own)) == (2, 1)
+    with store.atomic():
+        counts = store.facts.delete_facts([gone])
+    assert (counts["facts"], counts["entities"]) == (1, 1)
+    assert (mentions(shared), mentions(own)) == (1, None)
+    assert q("SELECT count(*) FROM entity_keys WHERE entity_id = ?", (own,)).fetchone()[0] == 0

@@ -185,7 +185,7 @@ def test_retained_and_imported_facts_carry_their_tail_count(store, remember, tmp
 
 def schema_5_copy(src: Path, dst: Path) -> None:
     """The file as schema 5 left it: no tail_tokens column (6), no facts_occurred_end
-    index (7), no fact id high-water mark (8), user_version 5."""
+    index (7), no fact id high-water mark (8), no document sources (9), user_version 5."""
     import apsw
 
     conn = apsw.Connection(str(src))
@@ -196,7 +196,8 @@ def schema_5_copy(src: Path, dst: Path) -> None:
     conn.execute(
         "ALTER TABLE facts DROP COLUMN tail_tokens; DROP INDEX facts_occurred_end; "
         "DROP TRIGGER facts_id_high; DELETE FROM meta WHERE key = 'fact_id_high'; "
-        "PRAGMA user_version = 5"
+        "DROP INDEX documents_sync_root; ALTER TABLE documents DROP COLUMN sync_root; "
+        "ALTER TABLE documents DROP COLUMN source_hash; PRAGMA user_version = 5"
     )
     conn.close()
 

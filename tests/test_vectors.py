@@ -28,7 +28,9 @@ def test_sign_bits_are_vec0s_own(store):
         vec = rng.standard_normal(384).astype(np.float32)
         vec[rng.integers(0, 384, 30)] = 0.0
         ours = sign_bits(vec)
-        theirs = store.conn.execute("SELECT vec_quantize_binary(?)", (vec.tobytes(),)).fetchone()
+        theirs = store.core.conn.execute(
+            "SELECT vec_quantize_binary(?)", (vec.tobytes(),)
+        ).fetchone()
         assert ours == theirs[0]
 
 
@@ -62,7 +64,7 @@ def test_temporal_neighbours_are_the_nearest_in_time_within_the_cutoff(store, re
             RetainItem("Next week.", timestamp=DAY + timedelta(days=9)),
         ]
     )
-    ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY event_time")]
+    ids = [r[0] for r in store.core.conn.execute("SELECT id FROM facts ORDER BY event_time")]
     near = store.links.time_neighbours(ids[0], 10, 24.0 * 7, 0.3)
     assert [(other, kind) for other, kind, _ in near] == [
         (ids[1], "temporal"),
@@ -203,7 +205,7 @@ def test_time_neighbours_are_those_a_walk_over_every_fact_finds(store, bare_fact
 def test_a_closed_reader_is_reused_and_closed_with_its_store(store, remember):
     remember("Something to read.", timestamp=DAY)
     reader = store.reader()
-    conn = reader.conn
+    conn = reader.core.conn
     reader.close()
     again = store.reader()
     assert again is reader and again.facts.fact_count() == 1
@@ -227,7 +229,7 @@ def test_a_fact_deleted_by_another_process_after_the_scan_reads_as_zeros(store, 
     doomed = int(scan.ids[0])
     with Store(db_path) as other, other.atomic():
         other.facts.delete_facts([doomed])
-    vectors = scan.floats(rows, store.conn)  # the scan read before the delete: no error, zeros
+    vectors = scan.floats(rows, store.core.conn)  # the scan read before the delete: no error, zeros
     assert not vectors[0].any() and all(v.any() for v in vectors[1:])
     # the next search reads the bank again and no longer has it
     assert doomed not in {f for f, _ in store.vectors.nearest(bank, vectors[1], 5)}
@@ -239,7 +241,7 @@ def _same_scan(store, bank, after: str = "") -> None:
     from memcli.store.vectors import BankScan
 
     kept = store.vectors._bank_scan(bank)
-    fresh = BankScan(store.conn, bank, store.vectors.vector_dim())
+    fresh = BankScan(store.core.conn, bank, store.vectors.vector_dim())
     order_kept, order_fresh = np.argsort(kept.ids), np.argsort(fresh.ids)
     assert kept.ids[order_kept].tolist() == fresh.ids[order_fresh].tolist(), after
     assert (kept.words[:, order_kept] == fresh.words[:, order_fresh]).all()
@@ -535,7 +537,7 @@ def test_one_scan_searched_from_two_connections_in_two_threads(store, bare_fact,
     kept = scan._slot >= 0
     assert scan._kept_count == int(kept.sum())
     rows = np.flatnonzero(kept)
-    assert np.allclose(scan.floats(rows, store.conn), vectors[rows], atol=2e-3)
+    assert np.allclose(scan.floats(rows, store.core.conn), vectors[rows], atol=2e-3)
     other.vectors.search_with(bank, None)
     assert other.vectors._bank_scan(bank) is not scan
     other.close()
@@ -602,7 +604,7 @@ def test_a_listed_window_keeps_only_valid_facts_as_filtering_first_did(db_path):
                 for i in range(3000)
             ]  # fmt: skip
             closed = ids[::5] + ids[1::5]
-            store.conn.execute(
+            store.core.conn.execute(
                 "UPDATE facts SET invalid_at = ? WHERE id IN (SELECT value FROM json_each(?))",
                 ("2026-01-01T00:00:00", str(closed)),
             )

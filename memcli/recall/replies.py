@@ -20,11 +20,11 @@ from __future__ import annotations
 from memcli.recall import fusion
 from memcli.recall.types import Candidate
 from memcli.settings import RecallSettings
-from memcli.store import Store
+from memcli.store.protocol import StoreProtocol
 
 
 def propagate(
-    store: Store, candidates: list[Candidate], settings: RecallSettings
+    store: StoreProtocol, candidates: list[Candidate], settings: RecallSettings
 ) -> list[Candidate]:
     share = settings.reply_share
     if share <= 0 or not candidates:

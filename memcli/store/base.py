@@ -56,6 +56,19 @@ def connect(path: Path, flags: int) -> apsw.Connection:
     return conn
 
 
+def close_all_connections() -> None:
+    """Close every SQLite connection this process has open, each as its store's close would
+    (its log folded into the file): the CLI's exit skips the interpreter's shutdown."""
+    for conn in apsw.connections():
+        conn.close()
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether exc is an error of the database library that escaped the store's own
+    messages (the CLI says "database error" for it)."""
+    return isinstance(exc, apsw.Error)
+
+
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 

@@ -166,7 +166,7 @@ class ExchangePart:
                     entity_ids.setdefault(fid, []).append(eid)
             blobs: dict[int, bytes] = {}
             if vectors:
-                # Through VectorsMixin: it knows how the table stores them (float32, or half
+                # Through store.vectors: it knows how the table stores them (float32, or half
                 # precision beside sign bits); the file always holds float32.
                 for fid, vec in self.vectors.vectors_for(ids).items():
                     blobs[fid] = np.asarray(vec, dtype="<f4").tobytes()

@@ -24,6 +24,7 @@ import orjson
 from memcli import fts
 from memcli.store.core import StoreCore
 from memcli.store.entities import EntitiesPart
+from memcli.store.protocol import SelectionLike
 from memcli.store.search import filter_sql
 from memcli.store.types import PAGE, Fact, batched, id_json, iso, marks, stored_json
 from memcli.store.vectors import VectorsPart
@@ -85,7 +86,7 @@ def _fact_from_row(row: Sequence[Any], entities: list[str]) -> Fact:
     )
 
 
-def selection_sql(sel: Any, alias: str = "f") -> tuple[str, list]:
+def selection_sql(sel: SelectionLike, alias: str = "f") -> tuple[str, list]:
     """The condition (starting with AND, or empty) that a selection puts on facts."""
     parts: list[str] = []
     params: list = []
@@ -192,7 +193,7 @@ class FactsPart:
                 fts.index_text(lead_in or ""),
             ),
         )
-        self.vectors.add_vector(fact_id, bank_id, fact_type, embedding)  # type: ignore[attr-defined]
+        self.vectors.add_vector(fact_id, bank_id, fact_type, embedding)
         return fact_id
 
     def existing_hashes(
@@ -257,7 +258,7 @@ class FactsPart:
                 (*batch, *batch, *batch),
             ).fetchone()[0]
             self.conn.execute(f"DELETE FROM fact_fts WHERE rowid IN ({m})", batch)
-            self.vectors.delete_vectors(batch)  # type: ignore[attr-defined]
+            self.vectors.delete_vectors(batch)
             self.conn.execute(f"DELETE FROM facts WHERE id IN ({m})", batch)
             counts["facts"] += self.conn.changes()
         for batch in batched(sorted(entity_ids)):
@@ -380,7 +381,7 @@ class FactsPart:
     # -- list / select --------------------------------------------------------------------
 
     def iter_facts(
-        self, bank_id: int, sel: Any, *, limit: int | None = None, offset: int = 0
+        self, bank_id: int, sel: SelectionLike, *, limit: int | None = None, offset: int = 0
     ) -> Iterator[Fact]:
         """The selected facts of a bank, newest said first (ties: newest recorded first).
 
@@ -402,7 +403,7 @@ class FactsPart:
             for row in rows:
                 yield _fact_from_row(row, names.get(row[0], []))
 
-    def selected_fact_ids(self, bank_id: int, sel: Any) -> list[int]:
+    def selected_fact_ids(self, bank_id: int, sel: SelectionLike) -> list[int]:
         cond, params = selection_sql(sel, "f")
         return [
             r[0]

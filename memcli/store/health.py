@@ -16,6 +16,23 @@ from memcli.store.core import StoreCore
 from memcli.store.types import StoreBusy, StoreError
 from memcli.store.vectors import VectorsPart
 
+# Every table of a store's schema, for row_counts (fact_vec: once a vector was stored).
+CENSUS_TABLES = (
+    "facts", "fact_fts", "fact_vec", "fact_tags", "fact_entities", "entities", "entity_keys",
+    "links", "chunks", "documents", "banks",
+)  # fmt: skip
+
+
+def library_versions() -> list[tuple[str, str]]:
+    """(component, version) of SQLite, apsw and the sqlite-vec package, with no store open
+    (the doctor's report of an installation without one)."""
+    import sqlite_vec
+
+    return [
+        ("sqlite", f"SQLite {apsw.sqlite_lib_version()}, apsw {apsw.apsw_version()}"),
+        ("sqlite-vec", f"package {getattr(sqlite_vec, '__version__', '?')}"),
+    ]
+
 
 class HealthPart:
     """store.health: the doctor's read-only checks."""
@@ -151,6 +168,20 @@ class HealthPart:
 
     def sqlite_vec_version(self) -> str:
         return self.conn.execute("SELECT vec_version()").fetchone()[0]
+
+    def versions(self) -> list[tuple[str, str]]:
+        """(component, version) of what the store runs on, sqlite-vec as loaded."""
+        return [library_versions()[0], ("sqlite-vec", f"{self.sqlite_vec_version()} (loaded)")]
+
+    def row_counts(self) -> dict[str, int]:
+        """How many rows each table holds (a census: a command that must change nothing,
+        an import that must bring back every row)."""
+        return {
+            table: self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            if table != "fact_vec" or self.has_vector_table()
+            else 0
+            for table in CENSUS_TABLES
+        }
 
     def fact_traces(self, fact_id: int) -> dict[str, int]:
         """How many rows of each table still mention a fact (0 everywhere after a forget)."""

@@ -34,9 +34,11 @@ class ReembedPart:
 
     def embedding_inputs(
         self, bank_id: int, after_id: int, limit: int, skip_staged: bool = False
-    ) -> list[tuple[int, str, str | None, str | None, str | None, str, list[list[str]]]]:
+    ) -> list[
+        tuple[int, str, str | None, str | None, str | None, str, str | None, list[list[str]]]
+    ]:
         """What a fact's embedding is computed from, for the next facts by id: (id, text,
-        context, occurred_start, occurred_end, lead-in as indexed, spellings of each
+        context, occurred_start, occurred_end, lead-in as indexed, section, spellings of each
         entity)."""
         staged = (
             " AND NOT EXISTS (SELECT 1 FROM reembed_staging s WHERE s.fact_id = f.id)"
@@ -44,7 +46,9 @@ class ReembedPart:
             else ""
         )
         rows = self.conn.execute(
-            "SELECT f.id, f.text, f.context, f.occurred_start, f.occurred_end, x.lead_in "
+            "SELECT f.id, f.text, f.context, f.occurred_start, f.occurred_end, x.lead_in, "
+            "CASE WHEN json_type(f.metadata, '$.section') = 'text' "
+            "THEN json_extract(f.metadata, '$.section') END "
             "FROM facts f LEFT JOIN fact_fts x ON x.rowid = f.id "
             f"WHERE +f.bank_id = ? AND f.id > ?{staged} ORDER BY f.id LIMIT ?",
             (bank_id, after_id, limit),

@@ -270,5 +270,17 @@ V8 = """
     END;
 """
 
-MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4, V5, _v6, V7, V8]
+# 9: where a document came from, so that the same input retained again is skipped and a
+# folder kept in step (`mem sync`) replaces and forgets only the documents it made:
+# source_hash is the hash of the input a document was made from (a file's bytes, an
+# imported conversation's messages), sync_root the folder a sync made it from (absolute
+# path). NULL for documents retained without a known source (JSONL, --document).
+V9 = """
+    ALTER TABLE documents ADD COLUMN source_hash TEXT;
+    ALTER TABLE documents ADD COLUMN sync_root TEXT;
+    CREATE INDEX documents_sync_root ON documents(bank_id, sync_root)
+        WHERE sync_root IS NOT NULL;
+"""
+
+MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4, V5, _v6, V7, V8, V9]
 SCHEMA_VERSION = len(MIGRATIONS)

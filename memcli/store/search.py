@@ -17,13 +17,14 @@ import numpy as np
 
 from memcli import fts
 from memcli.store.core import StoreCore
+from memcli.store.protocol import FactFilterLike
 from memcli.store.types import id_json, iso, marks
 
 # keyword_search ranks this many times its limit in FTS5 alone before checking bank and filter.
 KEYWORD_OVERFETCH = 2
 
 
-def filter_sql(flt: Any, alias: str = "f") -> tuple[str, list]:
+def filter_sql(flt: FactFilterLike | None, alias: str = "f") -> tuple[str, list]:
     """A condition (starting with AND, or empty) and its parameters."""
     if flt is None:
         return "", []
@@ -70,7 +71,7 @@ def filter_sql(flt: Any, alias: str = "f") -> tuple[str, list]:
     return " AND " + " AND ".join(parts), params
 
 
-def filter_active(flt: Any) -> bool:
+def filter_active(flt: FactFilterLike | None) -> bool:
     return flt is not None and bool(
         flt.types or flt.tags or getattr(flt, "valid_only", False) or getattr(flt, "as_of", None)
     )
@@ -95,7 +96,7 @@ class SearchPart:
         bank_id: int,
         terms: Sequence[str],
         column_weights: Sequence[float],
-        flt: Any,
+        flt: FactFilterLike | None,
         limit: int,
     ) -> list[tuple[int, float]]:
         """(fact id, bm25) best first for facts matching any of the search terms
@@ -156,7 +157,7 @@ class SearchPart:
         bank_id: int,
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         said: tuple[datetime, datetime] | None = None,
     ) -> np.ndarray:
         """Facts whose time overlaps [start, end), as an array of ids. Spans are half-open:
@@ -254,7 +255,7 @@ class SearchPart:
         fact_ids: Sequence[int],
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         said: tuple[datetime, datetime] | None = None,
     ) -> set[int]:
         """Which of these facts overlap [start, end) and pass the filter (the rule of
@@ -304,7 +305,7 @@ class SearchPart:
         return datetime.fromisoformat(row[0]), datetime.fromisoformat(row[1])
 
     def first_passing(
-        self, ordered: Sequence[int], flt: Any, bank_id: int | None, n: int
+        self, ordered: Sequence[int], flt: FactFilterLike | None, bank_id: int | None, n: int
     ) -> list[int]:
         """The first n of `ordered` (best first) that pass the filter and belong to the bank,
         in order: n checked first (most pass: only closed facts and other banks' fail), then
@@ -322,7 +323,7 @@ class SearchPart:
         return kept[:n]
 
     def filter_facts(
-        self, fact_ids: Sequence[int], flt: Any, bank_id: int | None = None
+        self, fact_ids: Sequence[int], flt: FactFilterLike | None, bank_id: int | None = None
     ) -> set[int]:
         """The subset of fact_ids that pass the filter (and belong to the bank, when given):
         for arms whose index cannot filter, like vec0 or the link graph."""

@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-FACT_TYPES = ("world", "experience", "observation")
+from memcli.enums import FactType
+from memcli.errors import MemError
+
+FACT_TYPES = FactType.values()
 LINK_KINDS = ("semantic", "temporal", "causal")
 INT64_MAX = 2**63 - 1  # the largest INTEGER SQLite stores (ids, counts, limits)
 # The largest id an import file may carry, or reach once moved past the store's own ids:
@@ -46,7 +49,7 @@ def _busy_timeout_ms() -> int:
 BUSY_TIMEOUT_MS = _busy_timeout_ms()
 
 
-class StoreError(Exception):
+class StoreError(MemError):
     """A problem with the database file that the user can act on (one-line message)."""
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from memcli.store.core import StoreCore
+from memcli.store.protocol import FactFilterLike
 from memcli.store.search import SearchPart, _id_array, filter_active
 from memcli.store.types import FACT_TYPES, StoreError, batched, marks
 from memcli.store.vector_format import HALF, sign_bits, vector_table_sql
@@ -478,6 +479,11 @@ class VectorsPart:
     def has_vectors(self) -> bool:
         return self.vector_dim() is not None
 
+    def store_embedder(self) -> str | None:
+        """The embedder the vector table was made with, or last re-made with (`mem stats`);
+        each bank's own is bank_embedder's."""
+        return self.core.get_meta("embedder")
+
     def ensure_vectors(self, bank_id: int, name: str, fingerprint: str | None, dim: int) -> None:
         """Create the vector table on first use, and bind the bank to this embedder (or check
         that it is the one the bank was made with). Call inside atomic()."""
@@ -488,7 +494,7 @@ class VectorsPart:
         elif have_dim != dim:
             raise StoreError(
                 f"{self.core.path} holds {have_dim}-dimensional vectors; {name} makes {dim}: "
-                "use another --db for it"
+                "use another store for it"
             )
         self.check_embedder(bank_id, name, fingerprint, record=True)
 
@@ -513,8 +519,8 @@ class VectorsPart:
             if fingerprint is not None and have_fp != fingerprint:
                 raise StoreError(
                     f"this bank was embedded with {have_name} ({have_fp[:12]}), not "
-                    f"{name} ({fingerprint[:12]}): use --embedder {have_name} or re-embed "
-                    "the bank with `mem reembed`"
+                    f"{name} ({fingerprint[:12]}): use {have_name} as the {{embedder}}, or "
+                    "re-embed the bank (reembed)"
                 )
             return
         if (
@@ -523,8 +529,8 @@ class VectorsPart:
             and self.bank_has_vectors(bank_id)
         ):
             raise StoreError(
-                f"this bank was embedded with {have_name}, not {name}: use --embedder "
-                f"{have_name} or re-embed the bank with `mem reembed`"
+                f"this bank was embedded with {have_name}, not {name}: use {have_name} as the "
+                "{embedder}, or re-embed the bank (reembed)"
             )
         if record:
             self.set_bank_embedder(bank_id, name, fingerprint)
@@ -783,7 +789,7 @@ class VectorsPart:
         vec: np.ndarray,
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         k: int,
         said: tuple[datetime, datetime] | None,
     ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
@@ -821,7 +827,7 @@ class VectorsPart:
         vec: np.ndarray,
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         k: int,
         *,
         probe: bool = True,

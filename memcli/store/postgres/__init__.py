@@ -1,8 +1,8 @@
 """mem's store on PostgreSQL with pgvector: the same parts as the SQLite Store (banks,
-documents, facts, entities, links, vectors, search, reembed, exchange, health), each with
-its SQL for PostgreSQL, composed on one connection (core.py). Selected by a postgresql://
-store location (open_store, memcli/store/location.py); psycopg 3 is the optional extra
-`memcli[postgres]`.
+documents, facts, entities, links, vectors, search, reembed, sources, exchange, health),
+each with its SQL for PostgreSQL, composed on one connection (core.py). Selected by a
+postgresql:// store location (open_store, memcli/store/location.py); psycopg 3 is the
+optional extra `memcli[postgres]`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from memcli.store.postgres.health import PgHealth
 from memcli.store.postgres.links import PgLinks
 from memcli.store.postgres.reembed import PgReembed
 from memcli.store.postgres.search import PgSearch
+from memcli.store.postgres.sources import PgSources
 from memcli.store.postgres.vectors import PgVectors
 from memcli.store.readers import ReaderPool
 from memcli.storeurl import is_postgres_url, masked
@@ -38,6 +39,7 @@ class PgStore(PgCore):
         self.reembed = PgReembed(self, self.vectors, self.facts)
         self.banks = PgBanks(self, self.facts, self.reembed)
         self.documents = PgDocuments(self, self.facts, self.vectors, self.banks)
+        self.sources = PgSources(self, self.documents, self.facts)
         self.exchange = PgExchange(self, self.vectors)
         self.health = PgHealth(self, self.vectors)
         self._readers: ReaderPool[PgStore] = ReaderPool()

@@ -194,11 +194,10 @@ class PgCore:
             return version
         if version is None and (not create or self.readonly):
             raise StoreError(f"no mem store at {self.path} (run `mem retain` first)")
-        if self.readonly:
-            raise StoreReadOnly(
-                f"{self.path} needs an upgrade to schema {schema.SCHEMA_VERSION} but was "
-                "opened read-only"
-            )
+        if self.readonly and version is not None:
+            # As a read-only SQLite file: read at the version it has, never upgraded (the
+            # parts ask version_at_open about what an older schema lacks).
+            return version
         self._migrate()
         return schema.SCHEMA_VERSION
 

@@ -23,14 +23,19 @@ class PgReembed:
 
     def embedding_inputs(
         self, bank_id: int, after_id: int, limit: int, skip_staged: bool = False
-    ) -> list[tuple[int, str, str | None, str | None, str | None, str, list[list[str]]]]:
+    ) -> list[
+        tuple[int, str, str | None, str | None, str | None, str, str | None, list[list[str]]]
+    ]:
         staged = (
             " AND NOT EXISTS (SELECT 1 FROM reembed_staging s WHERE s.fact_id = f.id)"
             if skip_staged and self.core.has_table("reembed_staging")
             else ""
         )
         rows = self.conn.execute(
-            "SELECT f.id, f.text, f.context, f.occurred_start, f.occurred_end, x.lead_in "
+            "SELECT f.id, f.text, f.context, f.occurred_start, f.occurred_end, x.lead_in, "
+            # metadata.section when it is text (a Markdown note's heading: store/reembed.py)
+            "CASE WHEN jsonb_typeof(f.metadata::jsonb -> 'section') = 'string' "
+            "THEN f.metadata::jsonb ->> 'section' END "
             "FROM facts f LEFT JOIN fact_fts x ON x.fact_id = f.id "
             f"WHERE f.bank_id = %s AND f.id > %s{staged} ORDER BY f.id LIMIT %s",
             (bank_id, after_id, limit),

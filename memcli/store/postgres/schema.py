@@ -172,7 +172,18 @@ V1 = f"""
         FOR EACH ROW EXECUTE FUNCTION mem_fts_stats();
 """
 
-MIGRATIONS: list[str] = [V1]
+# 2: where a document came from (the SQLite store's schema 9, store/sources.py): source_hash
+# is the hash of the input a document was made from (a file's bytes, an imported
+# conversation's messages), sync_root the folder a sync made it from (absolute path). NULL
+# for documents retained without a known source (JSONL, --document).
+V2 = """
+    ALTER TABLE documents ADD COLUMN source_hash text;
+    ALTER TABLE documents ADD COLUMN sync_root text;
+    CREATE INDEX documents_sync_root ON documents(bank_id, sync_root)
+        WHERE sync_root IS NOT NULL;
+"""
+
+MIGRATIONS: list[str] = [V1, V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Every table a mem schema may hold (the vector table and the re-embedding's staging table
