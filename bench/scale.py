@@ -7,6 +7,7 @@
     python bench/scale.py --measure DIR/scale-10000.db ...  # recall figures of kept stores
     python bench/scale.py --retain-into DIR/scale-10000.db ...  # one import into each, timed
     python bench/scale.py --check-links DIR/scale-100000.db  # the link search's recall
+    python bench/scale.py --store postgresql://...  # the same, grown in a PostgreSQL store
 
 Text: the sentences of the user and assistant turns of LongMemEval's oracle split
 (../shared/datasets/longmemeval-oracle.json, ~100k distinct sentences, read from there), in
@@ -171,15 +172,41 @@ def raw_embed_rate(
     return len(texts) / wall * per_item, len(texts) / cpu * per_item
 
 
-def store_figures(db: Path) -> dict:
-    from memcli.store import Store
+def store_figures(db: Path | str) -> dict:
+    from memcli.store.location import open_store
 
-    with Store(db) as store:
+    with open_store(db) as store:
         store.checkpoint()
         facts = store.facts.fact_count()
         links = store.links.link_count()
-    size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+        if isinstance(db, str):  # a database on a server: its own size, indexes included
+            size = store.conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    if not isinstance(db, str):
+        size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
     return {"facts": facts, "links": links, "bytes": size}
+
+
+def warm_in_process(db: Path | str, queries: list[tuple[str, str]]) -> dict:
+    """Warm recall in this process (one connection, the model loaded, each query asked once
+    before it is timed): p50 / p95 ms a query, as a library user or `mem mcp` sees it. For a
+    PostgreSQL store every read goes over the server's local socket."""
+    from memcli.models.embedder import load_embedder
+    from memcli.recall.pipeline import recall
+    from memcli.recall.types import RecallOptions
+    from memcli.store.location import open_store
+
+    embedder = load_embedder()
+    times = []
+    with open_store(db, create=False) as store:
+        for query, now in queries:
+            opts = RecallOptions(now=datetime.fromisoformat(now))
+            recall(store, "default", query, opts, embedder=embedder)
+        for query, now in queries:
+            opts = RecallOptions(now=datetime.fromisoformat(now))
+            t0 = time.perf_counter()
+            recall(store, "default", query, opts, embedder=embedder)
+            times.append((time.perf_counter() - t0) * 1000)
+    return {"warm_p50_ms": statistics.median(times), "warm_p95_ms": percentile(times, 0.95)}
 
 
 def batch_run(folder: Path, db: Path, queries: list[tuple[str, str]]) -> tuple[float, int, float]:
@@ -192,10 +219,10 @@ def batch_run(folder: Path, db: Path, queries: list[tuple[str, str]]) -> tuple[f
     return seconds, rss, cpu
 
 
-def _source_ids(db: Path) -> list[str]:
-    from memcli.store import Store
+def _source_ids(db: Path | str) -> list[str]:
+    from memcli.store.location import open_store
 
-    with Store(db) as store:
+    with open_store(db) as store:
         return list(store.facts.source_ids(store.banks.require_bank("default")).values())
 
 
@@ -306,6 +333,7 @@ def recall_figures(
     many, rss, many_cpu = batch_run(folder, db, queries[:batch_n])
     recall_rss = max(recall_rss, rss)
     return {
+        **warm_in_process(db, queries[:batch_n]),
         "cold_p50": statistics.median(cold),
         "cold_p95": percentile(cold, 0.95),
         "cold_cpu_p50": statistics.median(cold_cpu),
@@ -485,6 +513,10 @@ def main() -> None:
         "(flatness in one run)",
     )
     parser.add_argument("--retain-items", type=int, default=1000)
+    parser.add_argument(
+        "--store",
+        help="grow a store at this postgresql:// URL (an empty database) instead of a file",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --retain-into")
     parser.add_argument(
         "--check-links",
@@ -541,12 +573,18 @@ def main() -> None:
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="mem-scale-"))
     folder.mkdir(parents=True, exist_ok=True)
-    db = folder / "scale.db"
-    if not (args.resume and db.exists()):
+    db: Path | str = folder / "scale.db"
+    if args.store:
+        from memcli.store.location import StoreURL
+
+        db = StoreURL(args.store)
+    elif not (args.resume and db.exists()):
         for leftover in folder.glob("scale.db*"):
             leftover.unlink()
     env_note = f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()}"
-    print(f"# {len(items)} distinct sentences; store {db}; {env_note}", flush=True)
+    from memcli.store.location import shown
+
+    print(f"# {len(items)} distinct sentences; store {shown(db)}; {env_note}", flush=True)
 
     def whole_sessions(end: int) -> int:
         """The first index at or after end that starts a new session: an import holds
@@ -614,21 +652,22 @@ def main() -> None:
             "retain_rss_mb": retain_rss / 1024,
         }
         rows.append(row)
-        if args.keep:
+        if args.keep and not args.store:
             # A copy at each size, so later code can be measured on the same stores (--measure).
             shutil.copyfile(db, folder / f"scale-{size}.db")
         print(json.dumps(row), file=sys.stderr, flush=True)
 
     print(
         f"{'size':>7} {'facts':>7} {'retain f/s':>10} {'raw f/s':>8} {'ratio':>6} "
-        f"{'cold p50 s':>10} {'cold p95 s':>10} {'warm ms/q':>9} {'KB/fact':>7} "
-        f"{'links/f':>7} {'RSS ret MB':>10} {'RSS rec MB':>10}"
+        f"{'cold p50 s':>10} {'cold p95 s':>10} {'warm ms/q':>9} {'warm p50':>8} "
+        f"{'warm p95':>8} {'KB/fact':>7} {'links/f':>7} {'RSS ret MB':>10} {'RSS rec MB':>10}"
     )
     for r in rows:
         print(
             f"{r['size']:>7} {r['facts']:>7} {r['retain_fps']:>10.1f} "
             f"{r['raw_fps']:>8.1f} {r['ratio']:>6.2f} {r['cold_p50']:>10.2f} "
-            f"{r['cold_p95']:>10.2f} {r['warm_ms']:>9.1f} {r['kb_per_fact']:>7.2f} "
+            f"{r['cold_p95']:>10.2f} {r['warm_ms']:>9.1f} {r['warm_p50_ms']:>8.1f} "
+            f"{r['warm_p95_ms']:>8.1f} {r['kb_per_fact']:>7.2f} "
             f"{r['links_per_fact']:>7.1f} {r['retain_rss_mb']:>10.0f} {r['recall_rss_mb']:>10.0f}"
         )
     print("per CPU second (user + system of the processes; the same figures on a busy machine):")

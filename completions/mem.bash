@@ -88,7 +88,7 @@ _mem() {
             esac
             ;;
         "bench")
-            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --out --strict --stores --vector-cache --no-vector-cache"
+            opts="--dataset --format --limit --category --k --budget --max-tokens --arms --no-rerank --reranker --no-boosts --setting --store --out --strict --stores --vector-cache --no-vector-cache"
             case "$prev" in
                 --dataset) files=1 ;;
                 --format) choices="locomo longmemeval lme jsonl" ;;
@@ -100,6 +100,7 @@ _mem() {
                 --arms) choices=__value__ ;;
                 --reranker) choices=__value__ ;;
                 --setting) choices=__value__ ;;
+                --store) choices=__value__ ;;
                 --out) files=1 ;;
                 --stores) files=1 ;;
             esac

@@ -70,11 +70,12 @@ def version_callback(value: bool) -> None:
 def main_options(
     ctx: typer.Context,
     db: Annotated[
-        str | None,
+        str | None,  # not a Path: a postgresql:// URL's "//" would collapse
         typer.Option(
             "--db",
-            metavar="FILE",
-            help="Database file. Default: $MEM_DB, the config's db, else the user data dir.",
+            metavar="FILE|URL",
+            help="Database file, or a postgresql:// URL (a PostgreSQL server with pgvector). "
+            "Default: $MEM_DB, the config's db, else the user data dir.",
         ),
     ] = None,
     bank: Annotated[
@@ -106,7 +107,11 @@ def main_options(
         fail("--db: the value is empty", 2)
     if db is not None and store_location_problem(db):
         fail(f"--db: {store_location_problem(db)}", 2)
-    state.db = Path(configured("db", db or None)).expanduser()
+    from memcli.storeurl import location_of
+
+    # A Path (~ expanded), or a StoreURL for a postgresql:// URL (a URL of another scheme
+    # or a bad one is refused above, or by the config for MEM_DB and the config file).
+    state.db = location_of(configured("db", db or None))
     state.bank = configured("bank", bank)
     from memcli.labels import bank_name_problem
 

@@ -184,7 +184,7 @@ def require_store(memory: Memory) -> None:
     """A command whose answer from a store not made yet would be "nothing" (recall, list,
     banks) says so instead: at a terminal, that is a mistyped --db more often than not."""
     if not memory.exists():
-        fail(f"no mem store at {memory.db} (run `mem retain` first)")
+        fail(f"no mem store at {memory.shown_db} (run `mem retain` first)")
 
 
 def cli_memory_for_settings(db: Path | None = None) -> Memory | None:

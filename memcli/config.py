@@ -82,14 +82,18 @@ def _path(raw: Any) -> str:
 
 
 def _store_location(raw: Any) -> str:
-    """The store: a file path (made absolute, as _path), never a URL taken for a path: a
-    postgresql:// store made a folder named "postgresql:" with a SQLite store inside."""
+    """The store: a file path (made absolute, as _path), or a postgresql:// URL as given;
+    never another URL taken for a path: a URL made a folder named "postgresql:" with a
+    SQLite store inside."""
     from memcli.paths import store_location_problem
+    from memcli.storeurl import is_postgres_url
 
     value = _text(raw)
     problem = store_location_problem(value)
     if problem:
         raise ConfigError(problem)
+    if is_postgres_url(value):
+        return value
     return _path(value)
 
 
@@ -124,7 +128,7 @@ KEYS: dict[str, Key] = {
             "db",
             _store_location,
             _default_db,
-            "database file (default: the user data dir's mem.db)",
+            "database file or postgresql:// URL (default: the user data dir's mem.db)",
         ),
         Key("bank", _text, "default", "memory bank inside the file"),
         Key("budget", _choice("low", "mid", "high"), "mid", "recall candidates per arm"),

@@ -68,6 +68,8 @@ def fts_check(store: StoreProtocol) -> Check:
     except StoreBusy as exc:
         # A long import or retain holds the write lock: no finding about the index.
         return Check("fts5 integrity-check", SKIP, f"not run: {exc}".replace(", try again", ""))
+    if fts_error is None and getattr(store, "backend", None) == "postgresql":
+        return Check("text search index", OK, "every fact_fts tsvector matches its text")
     if fts_error is None:
         return Check("fts5 integrity-check", OK, "fact_fts index matches its rows")
     return Check("fts5 integrity-check", FAIL, f"fact_fts: {fts_error}")
@@ -77,10 +79,14 @@ def store_checks(store: StoreProtocol, fts: Check) -> list[Check]:
     """The store's checks, read in one snapshot; `fts` is fts_check's, made before it."""
     out: list[Check] = []
     problems = store.health.quick_check()
+    # PostgreSQL's: the extension, the schema version and every index valid (store/postgres).
+    name = "postgresql check" if getattr(store, "backend", None) == "postgresql" else (
+        "sqlite quick_check"
+    )  # fmt: skip
     if problems == ["ok"]:
-        out.append(Check("sqlite quick_check", OK, f"{store.path}"))
+        out.append(Check(name, OK, f"{store.path}"))
     else:
-        out.append(Check("sqlite quick_check", FAIL, "; ".join(problems[:5])))
+        out.append(Check(name, FAIL, "; ".join(problems[:5])))
     fk = store.health.foreign_key_violations()
     out.append(
         Check("foreign keys", OK, "no dangling references")
@@ -324,6 +330,8 @@ def run(
 
     checks: list[Check] = []
     store = None
+    if isinstance(db, str):  # a postgresql:// StoreURL (store/location.py)
+        return _run_postgres(db, embedder_override, progress, reranker)
     if not db.exists():
         checks.append(Check("store", SKIP, f"no store at {db} yet (`mem retain` creates it)"))
     else:
@@ -351,6 +359,52 @@ def run(
         checks += model_cache_checks()
         checks.append(reranker_check(reranker))
         checks += version_checks(store)
+        checks.append(tokenizer_check())
+    finally:
+        if store is not None:
+            store.close()
+    return checks
+
+
+def _run_postgres(
+    url: str,
+    embedder_override: str | None,
+    progress: Callable[[str], None] | None,
+    reranker: str | None,
+) -> list[Check]:
+    """The checks of a store on PostgreSQL: the server, pgvector and the schema, the same
+    consistency checks as a file's (counts, orphans, ids, staging banks), every index valid."""
+    from memcli.store import StoreError
+    from memcli.store.location import shown
+    from memcli.store.postgres import PgStore
+
+    checks: list[Check] = []
+    store = None
+    try:
+        store = PgStore(url, create=False)
+    except StoreError as exc:
+        status = SKIP if "no mem store" in str(exc) else FAIL
+        checks.append(Check("store", status, str(exc)))
+    try:
+        if store is not None:
+            if progress:
+                progress("checking the store")
+            for n, (component, version) in enumerate(store.health.versions()):
+                checks.append(
+                    Check(component, OK, f"{version} ({shown(url)})" if n == 0 else version)
+                )
+            try:
+                fts = fts_check(store)
+                with store.snapshot():
+                    checks += store_checks(store, fts)
+                    checks += embedder_checks(store, embedder_override)
+            except StoreError as exc:
+                checks.append(Check("store", FAIL, f"{exc} (its checks could not finish)"))
+        if progress:
+            progress("hashing the model cache")
+        checks += model_cache_checks()
+        checks.append(reranker_check(reranker))
+        checks += version_checks(None)
         checks.append(tokenizer_check())
     finally:
         if store is not None:

@@ -169,7 +169,7 @@ def build_server(memory: Any) -> Any:
     def private(message: str) -> str:
         """An error as an agent may see it: the store's path on this machine is not the
         agent's business (it may be shown to, or logged by, a third party)."""
-        for shown in {str(memory.db.resolve()), str(memory.db)}:
+        for shown in {str(memory.db.resolve()), str(memory.db), memory.shown_db}:
             message = message.replace(f"at {shown}", "yet").replace(shown, "the store")
         return message
 

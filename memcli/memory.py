@@ -7,7 +7,8 @@
         for hit in memory.recall("When does Maya fly?").results:
             print(hit.id, hit.text)
 
-A `Memory` is one store (a SQLite file) and a default bank in it, with the models it needs
+A `Memory` is one store (a SQLite file, or a postgresql:// URL: a database on a PostgreSQL
+server with pgvector) and a default bank in it, with the models it needs
 loaded once and kept (a long-lived Memory embeds its tenth query as fast as its second). The
 CLI, the MCP server and the llm plugin are adapters over it: they parse their input, call a
 method, and render what it returns. Every argument is checked here, once; every error is a
@@ -160,8 +161,26 @@ class Memory:
                 self._store = None
         self._pool.close()
 
+    @property
+    def on_server(self) -> bool:
+        """Whether the store is a PostgreSQL database (a postgresql:// URL), not a file."""
+        from memcli.storeurl import is_postgres_url
+
+        return is_postgres_url(self.db)
+
+    @property
+    def shown_db(self) -> str:
+        """The store's location as output may show it (a URL without its password)."""
+        from memcli.storeurl import shown
+
+        return shown(self.db)
+
     def exists(self) -> bool:
-        """Whether there is a store at the path yet (retain and import make it)."""
+        """Whether there is a store at the path yet (retain and import make it). For a URL:
+        whether the database holds a mem store (a server that cannot be reached counts as
+        one: opening it then says what is wrong)."""
+        if self.on_server:
+            return self._store is not None or self.db.exists()
         return os.path.lexists(self.db)
 
     @contextmanager
@@ -180,18 +199,20 @@ class Memory:
         too). `cancelled`: asked once the connection is this call's, before any write: a
         call whose caller gave up meanwhile (it waited for another write) stops there."""
         from memcli.paths import file_identity
-        from memcli.store import Store
+        from memcli.store.location import open_store
 
+        # A database on a server has no file to be replaced under the connection.
+        identity = (lambda: None) if self.on_server else (lambda: file_identity(self.db))
         with self._write_lock:
-            if self._store is not None and file_identity(self.db) != self._identity:
+            if self._store is not None and identity() != self._identity:
                 self._store.abandon()
                 self._store = None
             if self._store is not None and self._store.readonly and not readonly:
                 self._store.close()  # a write after reads: open it for writing
                 self._store = None
             if self._store is None:
-                self._store = Store(self.db, create=create and not readonly, readonly=readonly)
-                self._identity = file_identity(self.db)
+                self._store = open_store(self.db, create=create and not readonly, readonly=readonly)
+                self._identity = identity()
             stop_if(cancelled)
             yield self._store
 
@@ -786,7 +807,7 @@ class Memory:
         from memcli.store import StoreError
 
         if not self.exists():
-            raise StoreError(f"no mem store at {self.db} (run `mem retain` first)")
+            raise StoreError(f"no mem store at {self.shown_db} (run `mem retain` first)")
 
     # -- forget and correct ---------------------------------------------------------------
 
@@ -961,7 +982,7 @@ class Memory:
         with self.reading() as store, store.snapshot():
             rows = store.banks.bank_stats()
             embedder = store.vectors.store_embedder()
-        return Stats(db=str(self.db), embedder=embedder, banks=rows)
+        return Stats(db=self.shown_db, embedder=embedder, banks=rows)
 
     def doctor(self, progress: Callable[[str], None] | None = None) -> list[Any]:
         """Every health check of the installation and the store (memcli/doctor.py)."""
@@ -980,13 +1001,13 @@ class Memory:
         """(header, lines): the bank as export JSONL lines, from one consistent state.
         Consume the lines before the next call on this Memory."""
         from memcli import exchange
-        from memcli.store import Store
+        from memcli.store.location import open_store
 
         bank = self._bank(bank)
         self._require_store(bank)
         # A connection of its own, closed with the lines: they are read after this returns,
         # while other calls use the pooled ones.
-        store = Store(self.db, create=False, readonly=True)
+        store = open_store(self.db, create=False, readonly=True)
         try:
             header, lines = exchange.export_lines(store, bank, with_vectors=with_vectors)
         except BaseException:
@@ -1043,11 +1064,13 @@ class Memory:
         if not given.name:  # '', '.', '/': no file to write
             raise _usage(f"{str(path)!r} is not a file name", "output")
         target = given.resolve()
-        store = self.db.resolve()
-        if target in {store, *(Path(f"{store}{end}") for end in STORE_SIBLINGS)} or (
-            is_store_file(target, store)
-        ):
-            raise MemError(f"refusing to export into the store's own file {path}")
+        # (A store on a server, self.db its URL, has no file here to be written over.)
+        if not self.on_server:
+            store = self.db.resolve()
+            if target in {store, *(Path(f"{store}{end}") for end in STORE_SIBLINGS)} or (
+                is_store_file(target, store)
+            ):
+                raise MemError(f"refusing to export into the store's own file {path}")
         if is_sqlite_file(target):
             raise MemError(f"refusing to overwrite {path}: it is an SQLite database")
         return target
@@ -1110,7 +1133,8 @@ class Memory:
             )
 
         with self._write_lock:
-            if self.exists():
+            # On a server the import is one transaction: a failed one leaves nothing.
+            if self.on_server or self.exists():
                 with self.store(create=True) as store:
                     report = run(store)
             else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 APP_NAME = "mem"
 
@@ -43,6 +44,10 @@ def is_store_file(candidate: str | os.PathLike, db: str | os.PathLike) -> bool:
     and inode (a hard link or another spelling of the path counts). A process that holds a
     connection must never open and close these outside SQLite: closing any descriptor of a
     file drops the locks SQLite holds on it (memcli/store/base.py, read_header)."""
+    from memcli.storeurl import is_postgres_url
+
+    if is_postgres_url(db):  # a database on a server: no file here is it
+        return False
     here = file_identity(candidate)
     if here is None:
         return False
@@ -50,29 +55,27 @@ def is_store_file(candidate: str | os.PathLike, db: str | os.PathLike) -> bool:
 
 
 def store_location_problem(value: str | os.PathLike) -> str | None:
-    """What is wrong with a store location, or None: a URL is never taken for a path (a
+    """What is wrong with a store location, or None: a postgresql:// URL names a PostgreSQL
+    store (checked: a port, a database); any other URL is never taken for a path (a
     postgresql:// store made a folder named "postgresql:" with a SQLite store inside)."""
-    import re
+    from memcli.storeurl import location_problem
 
-    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", os.fspath(value))
-    if scheme:
-        return (
-            f"{scheme[1]}:// stores are not supported by this mem: give the path of a SQLite file"
-        )
-    return None
+    return location_problem(os.fspath(value))
 
 
-def resolve_db_path(cli_value: str | os.PathLike | None) -> Path:
-    """--db PATH, else $MEM_DB, else <user data dir>/mem.db. ValueError for a URL."""
-    if cli_value:
-        problem = store_location_problem(cli_value)
-        if problem:
-            raise ValueError(problem)
-        return Path(cli_value).expanduser()
-    env = os.environ.get("MEM_DB")
-    if env:
-        return Path(env).expanduser()
-    return data_dir() / "mem.db"
+def resolve_db_path(cli_value: str | os.PathLike | None) -> Any:
+    """--db PATH or URL, else $MEM_DB, else <user data dir>/mem.db: a Path (~ expanded), or a
+    StoreURL for a postgresql:// URL (memcli/storeurl.py). ValueError for a URL of another
+    scheme or a bad postgresql:// URL."""
+    from memcli.storeurl import location_of
+
+    value = cli_value or os.environ.get("MEM_DB")
+    if not value:
+        return data_dir() / "mem.db"
+    problem = store_location_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return location_of(value)
 
 
 def temp_path_beside(dest: Path) -> Path:

@@ -21,7 +21,10 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memcli.storeurl import StoreURL
 
 # How many read-only connections a Memory keeps at most. Two cores are common where mem
 # runs; more readers than cores only queue on the CPU, and each keeps its own page cache and
@@ -34,7 +37,7 @@ SLOT_WAIT_SECONDS = 5.0
 class ReadPool:
     """Read-only Stores of one file, each held by one caller at a time (see the module)."""
 
-    def __init__(self, path: Path, size: int, upgrade: Callable[[], None]) -> None:
+    def __init__(self, path: Path | StoreURL, size: int, upgrade: Callable[[], None]) -> None:
         # upgrade(): bring an older store's schema up to date through the writer, once, so
         # that read-only connections read the schema this mem knows.
         self.path = path
@@ -78,13 +81,13 @@ class ReadPool:
 
     def _open(self, identity: Any) -> Any:
         from memcli.paths import file_identity
-        from memcli.store import Store
+        from memcli.store.location import open_store
 
-        store = Store(self.path, create=False, readonly=True)
+        store = open_store(self.path, create=False, readonly=True)
         if store.upgradable():
             store.close()
             self._upgrade()
-            store = Store(self.path, create=False, readonly=True)
+            store = open_store(self.path, create=False, readonly=True)
             identity = file_identity(self.path)
         store._mem_identity = identity
         store._mem_generation = self._generation

@@ -137,3 +137,23 @@ def answer_at_terminal(argv: list[str], answer: bytes) -> tuple[int, str]:
             answered.append(True)
 
     return run_at_terminal(argv, answer_once)
+
+
+# -- PostgreSQL (tests/postgres_server.py): one server a session, a database a test ------
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    from tests.postgres_server import PgTestServer
+
+    server = PgTestServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """The URL of a new, empty database on the session's server (dropped after the test)."""
+    name = pg_server.create_database()
+    yield pg_server.url(name)
+    pg_server.drop_database(name)

@@ -166,6 +166,17 @@ def test_read_longmemeval(tmp_path: Path) -> None:
     assert cases[1].questions[0].category == "temporal-reasoning"
 
 
+def test_longmemeval_one_question_a_line(tmp_path: Path) -> None:
+    """The S split's dev sample is JSONL (one question a line): the same cases as the array."""
+    records = [_lme_record("q1"), _lme_record("q2_abs"), _lme_record("q3", "temporal-reasoning")]
+    path = tmp_path / "lme-s-dev.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert read_longmemeval(path) == read_longmemeval(_lme_file(tmp_path))
+    path.write_text(json.dumps(records[0]) + "\n{not json\n")
+    with pytest.raises(ValueError, match="line 2"):
+        read_longmemeval(path)
+
+
 def test_longmemeval_string_encoded_lists_and_errors(tmp_path: Path) -> None:
     record = _lme_record("q1")
     for key in ("haystack_dates", "haystack_session_ids", "haystack_sessions"):

@@ -217,20 +217,21 @@ def test_mcp_argument_errors_are_one_line_and_never_name_the_store_path(tmp_path
 
 def test_a_url_is_refused_and_never_taken_for_a_path(tmp_path, monkeypatch):
     """Issue 32: `mem --db postgresql://user@host/db retain ...` said "1 facts stored" and
-    made a folder named "postgresql:" with a SQLite store inside. Until a backend serves the
-    URL, it is refused wherever a store location is given: flag, MEM_DB, the config, the
-    library."""
+    made a folder named "postgresql:" with a SQLite store inside. A postgresql:// URL now
+    names a PostgreSQL store (tests/test_postgres.py); a URL of any other scheme is refused
+    wherever a store location is given: flag, MEM_DB, the config, the library. A
+    postgresql:// URL whose server is not there is a one-line error, never a path either."""
     from memcli import MemError, Memory
 
     monkeypatch.chdir(tmp_path)
-    url = "postgresql://user@host/db"
+    url = "mysql://user@host/db"
     done = subprocess.run(
         [*MEM, "--db", url, "retain", "hello"], capture_output=True, text=True, cwd=tmp_path
     )
-    one_line(done, 2, "--db", "postgresql://")
+    one_line(done, 2, "--db", "mysql://")
     env = {**os.environ, "MEM_DB": url}
     done = subprocess.run([*MEM, "stats"], capture_output=True, text=True, env=env, cwd=tmp_path)
-    one_line(done, 1, "MEM_DB", "postgresql://")
+    one_line(done, 1, "MEM_DB", "mysql://")
     config = tmp_path / "config.toml"
     done = subprocess.run(
         [*MEM, "config", "set", "db", url],
@@ -239,8 +240,15 @@ def test_a_url_is_refused_and_never_taken_for_a_path(tmp_path, monkeypatch):
         env={**os.environ, "MEM_CONFIG": str(config)},
         cwd=tmp_path,
     )
-    assert done.returncode != 0 and "postgresql://" in done.stderr
+    assert done.returncode != 0 and "mysql://" in done.stderr
     with pytest.raises(MemError) as refused:
         Memory(url)
     assert refused.value.field == "db" and refused.value.usage
+    # A server that is not there (a socket folder that does not exist: no network needed).
+    down = "postgresql://user:hunter2@/db?host=/nonexistent-mem-socket"
+    done = subprocess.run(
+        [*MEM, "--db", down, "retain", "hello"], capture_output=True, text=True, cwd=tmp_path
+    )
+    one_line(done, 1, "cannot reach the PostgreSQL server", "postgresql://user:***@")
+    assert "hunter2" not in done.stderr
     assert list(tmp_path.iterdir()) == []

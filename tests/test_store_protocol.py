@@ -1,5 +1,6 @@
-"""The SQLite store satisfies memcli.store.protocol.StoreProtocol, part by part, and nothing
-outside memcli/store/ speaks SQL or imports apsw.
+"""Both stores (the SQLite file and PostgreSQL, tests/postgres_server.py) satisfy
+memcli.store.protocol.StoreProtocol, part by part, and nothing outside memcli/store/ speaks
+SQL or imports apsw.
 
 The protocol is what recall, retain, the lifecycle, export/import and the doctor are typed
 against; a second backend implements it. A method the protocol promises that a part lacks,
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memcli.store import Store
 from memcli.store import protocol as P
+from memcli.store.location import open_store
 
 PARTS = [
     name
@@ -43,7 +44,15 @@ def _shape(fn: object) -> list[tuple[str, object, object]]:
     return [(p.name, p.kind, p.default) for p in params]
 
 
-def test_every_part_of_the_protocol_is_a_part_of_the_store(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """A new store's location on each backend: a file, or an empty database's URL."""
+    if request.param == "sqlite":
+        return tmp_path / "mem.db"
+    return request.getfixturevalue("pg_url")
+
+
+def test_every_part_of_the_protocol_is_a_part_of_the_store(location: str | Path) -> None:
     assert PARTS == sorted(
         [
             "banks",
@@ -59,7 +68,7 @@ def test_every_part_of_the_protocol_is_a_part_of_the_store(tmp_path: Path) -> No
             "vectors",
         ]
     )
-    with Store(tmp_path / "mem.db") as store:
+    with open_store(location) as store:
         assert isinstance(store, P.StoreProtocol)
         for part in PARTS:
             assert hasattr(store, part), part
@@ -67,28 +76,28 @@ def test_every_part_of_the_protocol_is_a_part_of_the_store(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("part", PARTS)
 def test_the_store_part_has_every_method_of_the_protocol_with_its_arguments(
-    tmp_path: Path, part: str
+    location: str | Path, part: str
 ) -> None:
     wanted = _methods(_protocol_of(part))
     assert wanted, part
-    with Store(tmp_path / "mem.db") as store:
+    with open_store(location) as store:
         have = getattr(store, part)
         for name, fn in wanted.items():
             assert hasattr(have, name), f"store.{part} lacks {name}"
             assert _shape(getattr(type(have), name)) == _shape(fn), f"store.{part}.{name}"
 
 
-def test_the_store_itself_has_every_method_of_the_protocol(tmp_path: Path) -> None:
-    for name, fn in _methods(P.StoreProtocol).items():
-        assert _shape(getattr(Store, name)) == _shape(fn), name
-    with Store(tmp_path / "mem.db") as store:
+def test_the_store_itself_has_every_method_of_the_protocol(location: str | Path) -> None:
+    with open_store(location) as store:
+        for name, fn in _methods(P.StoreProtocol).items():
+            assert _shape(getattr(type(store), name)) == _shape(fn), name
         reader = store.reader()
         try:
             assert isinstance(reader, P.StoreProtocol)
         finally:
             reader.close()
         token = store.change_token()
-        with Store(tmp_path / "mem.db") as other, other.atomic():
+        with open_store(location) as other, other.atomic():
             other.banks.ensure_bank("elsewhere", __import__("datetime").datetime(2026, 1, 1))
         assert store.change_token() != token  # another connection committed
 

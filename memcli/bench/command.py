@@ -197,6 +197,14 @@ def bench(
             "(repeatable), e.g. --setting fusion=rrf.",
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Run every case in this store (a postgresql:// URL), in one bank emptied "
+            "before and after each case. Default: a new SQLite file per case.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", help="Write the full report (with per-question rows) as JSON."),
@@ -283,7 +291,14 @@ def bench(
         reranker=reranker_path,
         settings=overrides,
         stores=str(stores) if stores is not None else None,
+        store_url=store,
     )
+    if store is not None:
+        from memcli.storeurl import location_problem
+
+        problem = location_problem(store)
+        if problem:
+            fail(f"--store: {problem}", 2)
     if out is not None and (not out.name or str(out) == "-" or out.is_dir()):
         # Found now, not after a run of minutes: the report needs a file to go to (the
         # table is what stdout gets).

@@ -189,6 +189,16 @@ def _iter_json_array(path: Path, chunk_size: int = 1 << 20) -> Iterator[Any]:
                 eof = len(buf) < chunk_size
 
         skip_ws()
+        if pos < len(buf) and buf[pos] == "{":
+            # One question a line (the S split's dev sample, longmemeval-s-dev.jsonl).
+            fh.seek(0)
+            for number, line in enumerate(fh, start=1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except ValueError as exc:
+                        raise ValueError(f"{path}: line {number}: {exc}") from None
+            return
         if pos >= len(buf) or buf[pos] != "[":
             raise ValueError(f"{path}: expected a JSON array of questions")
         pos += 1

@@ -143,6 +143,9 @@ class BenchOptions:
     # RecallSettings fields to override for an ablation (e.g. {"fusion": "rrf"}); recorded in
     # the report so a row can be re-run exactly.
     settings: dict[str, Any] = field(default_factory=dict)
+    # A postgresql:// store to run every case in (one bank, emptied before and after each
+    # case); None: a new SQLite file per case.
+    store_url: str | None = None
 
     def wants_sessions(self) -> bool:
         """Session-level scores are LongMemEval's protocol; elsewhere they only add noise."""
@@ -678,6 +681,37 @@ def _remove_db(path: Path) -> None:
             pass
 
 
+def _case_store(options: BenchOptions, db_path: Path) -> Any:
+    """A store with no bench bank: a new file, or the --store URL's with the bank emptied."""
+    if options.store_url is None:
+        return Store(db_path)
+    from memcli.store.location import open_store
+
+    store = open_store(options.store_url)
+    try:
+        _drop_bench_bank(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _drop_bench_bank(store: Any) -> None:
+    bank = store.banks.bank_id(BANK)
+    if bank is not None:
+        with store.atomic():
+            store.banks.delete_bank(bank)
+
+
+def _close_case_store(options: BenchOptions, store: Any, db_path: Path) -> None:
+    try:
+        if options.store_url is not None:
+            _drop_bench_bank(store)
+    finally:
+        store.close()
+        _remove_db(db_path)
+
+
 def run_bench(
     cases: Iterable[BenchCase],
     options: BenchOptions,
@@ -761,7 +795,7 @@ def run_bench(
                 db_path = _kept_store_path(Path(options.stores), options, index, case, embedder)
                 reused = _kept_store_ready(db_path)
             report("retain", case.id)
-            store = Store(db_path)
+            store = _case_store(options, db_path)
             try:
                 if reused:
                     agg.count("cases:reused")
@@ -820,9 +854,7 @@ def run_bench(
                             scorer.raw_floor(question, floor_rank(question.query))
                     report("recall", case.id)
             finally:
-                store.close()
-                if not options.stores:
-                    _remove_db(db_path)
+                _close_case_store(options, store, db_path)
             cases_done += 1
     report("done", "")
     seconds = time.perf_counter() - started
@@ -900,6 +932,10 @@ def _options_meta(options: BenchOptions) -> dict[str, Any]:
     out["skip_categories"] = list(options.skipped_categories())
     out["session_level"] = options.wants_sessions()
     out["raw_floor"] = options.wants_raw_floor()
+    if options.store_url is not None:
+        from memcli.storeurl import shown
+
+        out["store_url"] = shown(options.store_url)  # never its password
     return out
 
 

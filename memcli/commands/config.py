@@ -46,12 +46,15 @@ def show(
     as_json = wants_json(as_json, output)
     from memcli.cliutil import state
     from memcli.config import KEYS, ConfigError, Settings
+    from memcli.storeurl import shown
 
     try:
         settings = Settings()
         resolved = {k: settings.resolve(k, state.flags.get(k)) for k in KEYS}
     except ConfigError as exc:
         fail(str(exc))
+    if resolved["db"].value is not None:  # a URL's password is never shown
+        resolved["db"] = type(resolved["db"])(shown(resolved["db"].value), resolved["db"].source)
     if as_json:
         typer.echo(
             json.dumps(
@@ -103,7 +106,9 @@ def set_(
         stored = set_value(key, value)
     except ConfigError as exc:
         fail(str(exc))
-    info(f"{key} = {stored}")
+    from memcli.storeurl import shown
+
+    info(f"{key} = {shown(stored) if key == 'db' else stored}")
 
 
 @config_app.command("unset")

@@ -31,6 +31,7 @@ def doctor(
     from memcli import doctor as doctor_mod
     from memcli.cliutil import memory as cli_memory
     from memcli.render import use_color
+    from memcli.storeurl import shown
 
     checks = cli_memory(reranker=configured("reranker")).doctor()
     failures = doctor_mod.failed(checks)
@@ -39,7 +40,7 @@ def doctor(
             json.dumps(
                 {
                     "ok": not failures,
-                    "db": str(state.db),
+                    "db": shown(state.db),
                     "checks": [c.to_json() for c in checks],
                 },
                 ensure_ascii=False,
