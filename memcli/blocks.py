@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from memcli import tokens
 from memcli.clock import utc_to_local
 from memcli.display import one_line
-from memcli.store.types import Fact
+
+if TYPE_CHECKING:  # annotations only: blocks is below the store (schema 6 uses it)
+    from memcli.store.types import Fact
 
 
 def fact_date(fact: Fact) -> str:

@@ -179,9 +179,11 @@ class Memory:
         """Whether there is a store at the path yet (retain and import make it). For a URL:
         whether the database holds a mem store (a server that cannot be reached counts as
         one: opening it then says what is wrong)."""
-        if self.on_server:
-            return self._store is not None or self.db.exists()
-        return os.path.lexists(self.db)
+        from memcli.store.location import store_exists
+
+        if self.on_server and self._store is not None:
+            return True
+        return store_exists(self.db)
 
     @contextmanager
     def store(

@@ -119,18 +119,6 @@ class StoreURL(str):
     def absolute(self) -> StoreURL:
         return self
 
-    def exists(self) -> bool:
-        """Whether the database holds a mem store. A server that cannot be reached answers
-        True: opening the store then says what is wrong."""
-        from memcli.store import StoreError
-        from memcli.store.postgres import PgStore
-
-        try:
-            PgStore(str(self), create=False, readonly=True).close()
-        except StoreError as exc:
-            return "no mem store" not in str(exc)
-        return True
-
     def __repr__(self) -> str:
         return f"StoreURL({masked(str(self))!r})"
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from memcli.bench.command import _guess_format, bench
 from memcli.bench.datasets import iter_dataset, read_dataset
 from memcli.bench.runner import LOSS_CLASSES, BenchOptions, run_bench
-from memcli.bench.vector_cache import DiskVectorCache
+from memcli.store.vector_cache import DiskVectorCache
 
 FILLER = {
     "s_garden": [

@@ -110,15 +110,10 @@ _SQL = re.compile(
 )
 
 
-# Files of their own that are not a mem store: the bench's vector cache (one SQLite file of
-# benchmark vectors per model in the user cache folder, never a user's store).
-NOT_A_STORE = {ROOT / "bench" / "vector_cache.py"}
-
-
 def test_no_sql_and_no_apsw_outside_the_store() -> None:
     found = []
     for path in sorted(ROOT.rglob("*.py")):
-        if ROOT / "store" in path.parents or path in NOT_A_STORE:
+        if ROOT / "store" in path.parents:
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if re.search(r"\b(import|from)\s+(apsw|sqlite_vec|sqlite3)\b", line) or _SQL.search(

@@ -333,7 +333,7 @@ def bench(
         # The protocol's floor is MiniLM's whatever the pipeline embeds with.
         floor_embedder = load_embedder("minilm") if options.wants_raw_floor() else None
         if vector_cache:
-            from memcli.bench.vector_cache import cached
+            from memcli.store.vector_cache import cached
 
             embedder = cached(embedder)
             floor_embedder = cached(floor_embedder) if floor_embedder is not None else None

@@ -31,4 +31,26 @@ def open_store(location: str | os.PathLike, *, create: bool = True, readonly: bo
     return Store(location, create=create, readonly=readonly)
 
 
-__all__ = ["StoreURL", "location_of", "location_problem", "open_store", "shown"]
+__all__ = [
+    "StoreURL",
+    "location_of",
+    "location_problem",
+    "open_store",
+    "shown",
+    "store_exists",
+]
+
+
+def store_exists(location: str | os.PathLike) -> bool:
+    """Whether there is a store at location yet: a file at the path, or a database that
+    holds a mem store. A server that cannot be reached answers True: opening the store then
+    says what is wrong."""
+    if not is_postgres_url(location):
+        return os.path.lexists(location)
+    from memcli.store.postgres import PgStore
+
+    try:
+        PgStore(str(location), create=False, readonly=True).close()
+    except StoreError as exc:
+        return "no mem store" not in str(exc)
+    return True

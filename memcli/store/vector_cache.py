@@ -1,4 +1,5 @@
-"""A vector cache on disk for ``mem bench`` only: repeated runs do not embed the same text again.
+"""A vector cache on disk for ``mem bench`` only (its own SQLite file, so its SQL lives here
+with the store's): repeated runs do not embed the same text again.
 
 An ablation of a ranking setting re-retains every case of a dataset. On LongMemEval S that is
 ~18k user turns per run, and embedding them is most of a run's time (MiniLM ~25 ms a turn on
