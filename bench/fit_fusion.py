@@ -122,9 +122,9 @@ def load_models(sets: list[DevSet], embedder: str | None) -> dict[str, Any]:
     """The embedder of each set as `mem bench` picks it (MEM_EMBEDDER / --embedder, else
     mem's default for a new bank), behind the bench's vector cache; and MiniLM for LME's raw
     floor."""
-    from memcli.store.vector_cache import cached
     from memcli.models.choice import DEFAULT_NAME
     from memcli.models.embedder import load_embedder
+    from memcli.store.vector_cache import cached
 
     model = cached(load_embedder(embedder or DEFAULT_NAME))
     out: dict[str, Any] = {s.name: model for s in sets}
