@@ -42,8 +42,12 @@ _savepoint_names = itertools.count(1)
 PAGE_CACHE_KIB = 16384
 
 
-def _connect(path: Path, flags: int) -> apsw.Connection:
-    conn = apsw.Connection(str(path), flags=flags)
+def _connect(path: Path, flags: int, *, immutable: bool = False) -> apsw.Connection:
+    if immutable:
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        conn = apsw.Connection(f"file:{quote(str(path.resolve()))}?immutable=1", flags=flags)
+    else:
+        conn = apsw.Connection(str(path), flags=flags)
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
@@ -54,6 +58,15 @@ def _connect(path: Path, flags: int) -> apsw.Connection:
     # more (same file, same process start). Pages are only allocated as they are read.
     conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
     return conn
+
+
+def on_read_only_media(path: Path) -> bool:
+    """Whether nothing can be written beside the store at path, so that nobody can write it:
+    a WAL writer must first create the -wal in its folder (a read-only file system, a folder
+    with the immutable attribute or without write permission). Such a store with no -wal is
+    whole in its main file, and SQLite can only read it as immutable: a read-only connection
+    still needs to create the -wal and -shm, and failed with "unable to open database file"."""
+    return not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists()
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
@@ -338,13 +351,15 @@ class StoreBase:
                 except OSError as exc:
                     raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
                 version = inspect_file(self.path)
-            self.readonly = readonly
+            # Read-only media: the store is read as it is (and cannot be written).
+            self.immutable = on_read_only_media(self.path)
+            self.readonly = readonly or self.immutable
             flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
-            self.conn = _connect(self.path, flags)
+            self.conn = _connect(self.path, flags, immutable=self.immutable)
         except apsw.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         try:
-            if not readonly:
+            if not self.readonly:
                 self._use_wal()
                 if version != SCHEMA_VERSION:
                     if not self.writable():
@@ -446,6 +461,8 @@ class StoreBase:
         queue on the busy timeout instead of failing half way on lock upgrade; inner levels
         are savepoints. A failed rollback never hides the error that caused it."""
         if self.readonly:
+            if self.immutable:
+                raise StoreReadOnly(f"{self.path} is read-only: nothing was written")
             raise StoreReadOnly(f"{self.path} was opened read-only")
         if self.conn.in_transaction:
             name = f"mem_sp{next(_savepoint_names)}"
