@@ -90,3 +90,37 @@ def read_only_media(folder: Path, how: str) -> Iterator[Path]:
     finally:
         for p, mode in modes.items():
             p.chmod(mode)
+
+
+# A process whose files may grow by no more than RLIMIT_FSIZE bytes: the full disk of a
+# machine where a tmpfs cannot be mounted (not root). SQLite's writes past it fail with
+# EFBIG, as on a full disk with ENOSPC (Python ignores the SIGXFSZ that comes with them).
+FSIZE_PREFIX = (
+    "import resource, sys; limit = int(sys.argv.pop(1)); "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+    "sys.argv[0] = 'mem'; from memcli.cli import main; main()"
+)
+
+
+def mem_argv(db: Path, *args: str, fsize: int | None = None) -> list[str]:
+    """The command line of `mem --db DB ARGS` (its files bounded to fsize bytes if given)."""
+    import sys
+
+    if fsize is not None:
+        return [sys.executable, "-c", FSIZE_PREFIX, str(fsize), "--db", str(db), *args]
+    return [sys.executable, "-m", "memcli", "--db", str(db), *args]
+
+
+def fill(folder: Path) -> None:
+    """Take every free byte of the file system holding folder (a file named .filler)."""
+    fd = os.open(folder / ".filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for size in (1 << 20, 65536, 4096, 512, 1):
+            block = b"\0" * size
+            try:
+                while os.write(fd, block) == size:
+                    pass
+            except OSError:
+                pass
+    finally:
+        os.close(fd)

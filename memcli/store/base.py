@@ -16,7 +16,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,13 +42,18 @@ _savepoint_names = itertools.count(1)
 PAGE_CACHE_KIB = 16384
 
 
-def _connect(path: Path, flags: int, *, immutable: bool = False) -> apsw.Connection:
+def _raw_connection(path: Path, flags: int, *, immutable: bool = False) -> apsw.Connection:
     if immutable:
         flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
         conn = apsw.Connection(f"file:{quote(str(path.resolve()))}?immutable=1", flags=flags)
     else:
         conn = apsw.Connection(str(path), flags=flags)
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    return conn
+
+
+def _set_up(conn: apsw.Connection) -> apsw.Connection:
+    """sqlite-vec and the PRAGMAs every store connection runs with."""
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
@@ -58,6 +63,61 @@ def _connect(path: Path, flags: int, *, immutable: bool = False) -> apsw.Connect
     # more (same file, same process start). Pages are only allocated as they are read.
     conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
     return conn
+
+
+def _connect(path: Path, flags: int) -> apsw.Connection:
+    conn = _raw_connection(path, flags)
+    try:
+        return _set_up(conn)
+    except BaseException:
+        conn.close()
+        raise
+
+
+# The errnos of a write refused for lack of room: a full disk, a quota, the file size limit.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def open_reading(
+    connect: Callable[[], apsw.Connection], path: Path, *, may_lock: bool
+) -> tuple[apsw.Connection, bool]:
+    """A connection made by connect() that has read the store once, and whether it holds
+    the store alone (exclusive locking mode).
+
+    A WAL connection's first read maps the -shm, the index of the log that every connection
+    shares; when none has the store open, that file is created and grown to 32 KiB, which a
+    full disk refuses: export, which only reads, failed with "disk I/O error". With may_lock
+    such a reader is made again in exclusive locking mode, where SQLite keeps that index in
+    its own memory and needs no -shm (sqlite.org/wal.html, "Use of WAL Without Shared-Memory");
+    it then holds the store alone until it is closed (writers wait on their busy timeout),
+    so only a short-lived reader may ask for it. Its exclusive lock needs a descriptor open
+    for writing; query_only keeps it from writing. Otherwise the lack of space is StoreFull."""
+    conn = connect()
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn, False
+    except apsw.IOError as exc:
+        no_space = conn.system_errno
+        conn.close()
+        if no_space not in NO_SPACE:
+            raise
+        if not may_lock:
+            raise StoreFull(
+                f"disk full: cannot open {path} ({os.strerror(no_space)}: SQLite needs room "
+                "for the -shm file beside it); nothing was written"
+            ) from exc
+    except BaseException:
+        conn.close()
+        raise
+    conn = _raw_connection(path, apsw.SQLITE_OPEN_READWRITE)
+    try:
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn, True
 
 
 def on_read_only_media(path: Path) -> bool:
@@ -130,17 +190,21 @@ def inspect_file(path: Path) -> int | None:
         raise StoreError(f"{path} is not an SQLite database (left untouched)")
     # The application id (header offset 68) is set when a store is created and never
     # changes, so another application's id settles it without opening the file.
-    if int.from_bytes(header[68:72], "big", signed=True) not in (0, APPLICATION_ID):
+    header_app_id = int.from_bytes(header[68:72], "big", signed=True)
+    if header_app_id not in (0, APPLICATION_ID):
         raise StoreError(f"{path} is an SQLite database but not a mem store (left untouched)")
-    uri = f"file:{quote(str(path.resolve()))}"
-    if header[18:20] == b"\x02\x02" and not Path(f"{path}-wal").exists():
-        # A WAL database with no -wal file is whole in its main file; an ordinary read-only
-        # connection would still create -wal and -shm beside a file that may not be ours.
-        uri += "?immutable=1"
+    # A WAL database with no -wal file is whole in its main file; an ordinary read-only
+    # connection would still create -wal and -shm beside a file that may not be ours.
+    immutable = header[18:20] == b"\x02\x02" and not Path(f"{path}-wal").exists()
     try:
-        probe = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        probe, _ = open_reading(
+            lambda: _raw_connection(path, apsw.SQLITE_OPEN_READONLY, immutable=immutable),
+            path,
+            # Only a file that says it is a store may be locked (and its log checkpointed
+            # when the lock is let go) to read it on a full disk.
+            may_lock=header_app_id == APPLICATION_ID,
+        )
         try:
-            probe.set_busy_timeout(BUSY_TIMEOUT_MS)
             # One read transaction: a store being created by another process is seen either
             # not at all or whole.
             with probe:
@@ -355,7 +419,18 @@ class StoreBase:
             self.immutable = on_read_only_media(self.path)
             self.readonly = readonly or self.immutable
             flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
-            self.conn = _connect(self.path, flags, immutable=self.immutable)
+            conn, self.exclusive = open_reading(
+                lambda: _raw_connection(self.path, flags, immutable=self.immutable),
+                self.path,
+                may_lock=readonly,
+            )
+            try:
+                self.conn = _set_up(conn)
+            except BaseException:
+                conn.close()
+                raise
+        except apsw.BusyError as exc:
+            raise StoreBusy(self._busy_message()) from exc
         except apsw.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         try:
@@ -378,6 +453,8 @@ class StoreBase:
 
     def reader(self) -> StoreBase:
         """Another connection to the same file (for an arm run in a second thread)."""
+        if self.exclusive:  # it would wait for this one to close: run on this one instead
+            raise StoreError(f"{self.path} is held by one connection (the disk is full)")
         return type(self)(self.path, create=False, readonly=self.readonly)
 
     def writable(self) -> bool:
