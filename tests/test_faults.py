@@ -6,6 +6,9 @@ figures is scripts/faults.py (its table is in bench/RESULTS.md); these use its p
 from __future__ import annotations
 
 import os
+import random
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -15,7 +18,21 @@ from pathlib import Path
 
 import pytest
 
-from scripts.faults import fill, mem_argv, read_only_media, tmpfs
+from scripts.faults import (
+    Run,
+    Sizes,
+    Suite,
+    Tally,
+    command_run,
+    concurrent_run,
+    fill,
+    jsonl_rows,
+    mem_argv,
+    read_only_media,
+    tmpfs,
+    write_jsonl,
+    write_locked,
+)
 
 READ_COMMANDS = [
     ["recall", "Lisbon"],
@@ -53,12 +70,14 @@ def test_a_cleanly_closed_store_on_read_only_media_can_be_read(tmp_path, how):
     assert done.returncode == 0, done.stderr
     with read_only_media(folder, how) as ro_db:
         before = ro_db.read_bytes()
+        out = {}
         for args in READ_COMMANDS:
             done = mem(ro_db, *args)
             no_traceback(done)
             assert done.returncode == 0, (args, done.stderr)
-        assert "Lisbon" in mem(ro_db, "recall", "Lisbon").stdout
-        assert '"kind":"fact"' in mem(ro_db, "export").stdout
+            out[args[0]] = done.stdout
+        assert "Lisbon" in out["recall"] and "Lisbon" in out["show"]
+        assert '"kind":"fact"' in out["export"]
         for args in (["retain", "Written on read-only media."], ["forget", "1", "--yes"]):
             done = mem(ro_db, *args)
             no_traceback(done)
@@ -84,13 +103,11 @@ def test_the_read_only_media_helper_really_refuses_writes(tmp_path):
 
 
 @contextmanager
-def full_disk(tmp_path: Path, how: str) -> Iterator[tuple[Path, int | None]]:
-    """(folder, fsize): a folder on a tmpfs filled to the last byte (root), or any folder
-    with fsize, the RLIMIT_FSIZE that stands for a full disk in the commands run there."""
+def full_disk(tmp_path: Path, how: str, size: int = 8 << 20) -> Iterator[tuple[Path, int | None]]:
+    """(folder, fsize): a folder on a tmpfs of this size ("tmpfs", root only), or a plain
+    folder with fsize 1, the RLIMIT_FSIZE that stands for a full disk ("rlimit")."""
     if how == "tmpfs":
-        if os.geteuid() != 0:
-            pytest.skip("a tmpfs needs root (the rlimit variant runs instead)")
-        with tmpfs(8 << 20, tmp_path) as folder:
+        with tmpfs(size, tmp_path) as folder:
             yield folder, None
         return
     folder = tmp_path / "limited"
@@ -102,23 +119,29 @@ def run_argv(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("how", ["tmpfs", "rlimit"])
-def test_a_cleanly_closed_store_on_a_full_disk_can_be_exported_and_read(tmp_path, how):
+# A small tmpfs where the tests run as root, RLIMIT_FSIZE otherwise: one of them always runs.
+FULL_DISK = "tmpfs" if os.geteuid() == 0 else "rlimit"
+
+
+def test_a_cleanly_closed_store_on_a_full_disk_can_be_exported_and_read(tmp_path):
     """export (and list, show, banks) only read, yet failed with "disk I/O error" on a full
     disk: the first connection to a store creates its -shm and grows it to 32 KiB, which a
     full disk refuses. Again after a failed write left an empty -wal and a short -shm."""
-    with full_disk(tmp_path, how) as (folder, fsize):
+    with full_disk(tmp_path, FULL_DISK) as (folder, fsize):
         db = folder / "mem.db"
         done = mem(db, "retain", "Maya flew to Lisbon on May 9.")
         assert done.returncode == 0, done.stderr
         if fsize is None:
             fill(folder)
-        for attempt in ("clean", "after a failed write"):
-            for args in (["export"], ["list"], ["show", "1"], ["banks"]):
+        for attempt, reads in (
+            ("clean", (["export"], ["list"])),
+            ("after a failed write", (["export"], ["show", "1"], ["banks"])),
+        ):
+            for args in reads:
                 done = run_argv(mem_argv(db, *args, fsize=fsize))
                 no_traceback(done)
                 assert done.returncode == 0, (attempt, args, done.stderr)
-            assert "Lisbon" in run_argv(mem_argv(db, "export", fsize=fsize)).stdout
+                assert args[0] == "banks" or "Lisbon" in done.stdout
             done = run_argv(mem_argv(db, "retain", "Cannot fit.", fsize=fsize))
             no_traceback(done)
             assert done.returncode == 1 and "disk full" in done.stderr, done.stderr
@@ -126,3 +149,154 @@ def test_a_cleanly_closed_store_on_a_full_disk_can_be_exported_and_read(tmp_path
         with sqlite3.connect(db) as check:
             assert check.execute("select count(*) from facts").fetchone() == (1,)
             assert check.execute("pragma integrity_check").fetchone() == ("ok",)
+
+
+# -- the suite's runs, on a small prepared store ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Suite:
+    """A store prepared once for these tests (seed facts, a document, a bank to re-embed,
+    an export file to import); each run works on its own copy."""
+    prepared = Suite(tmp_path_factory.mktemp("faults"), seed=7, sizes=Sizes.tiny())
+    prepared.prepare(calibrate=False)
+    return prepared
+
+
+def clean(tally: Tally) -> Tally:
+    assert not tally.bad, "\n".join(tally.notes)
+    assert tally.runs == 1
+    return tally
+
+
+def new_run(suite: Suite, kind: str) -> Run:
+    suite.number += 1
+    run = Run(suite, kind, suite.number)
+    run.copy_store()
+    return run
+
+
+def facts_with_source(db: Path, prefix: str) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            return conn.execute(
+                "SELECT count(*) FROM facts WHERE source_id LIKE ?", (f"{prefix}%",)
+            ).fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_kill_9_during_a_2000_item_retain_keeps_whole_batches(suite):
+    """kill -9 right after the first batches committed: the store holds whole batches of
+    64, in order, and nothing else; doctor passes and the next retain is stored."""
+    run = new_run(suite, "kill9:retain-jsonl")
+    prefix = f"b{run.number}-"
+    tally = clean(
+        command_run(
+            run,
+            "retain-jsonl",
+            signal.SIGKILL,
+            at=lambda: facts_with_source(run.db, prefix) >= 64,
+        )
+    )
+    assert tally.faults == 1
+    kept = [n for n in tally.notes if "exit -9" in n]
+    assert kept, tally.notes
+
+
+def test_ctrl_c_during_an_import_leaves_no_bank(suite):
+    """Ctrl-C while the import writes its one transaction (it holds the write lock): exit
+    130, no bank imp, no traceback; the store takes the next retain."""
+    run = new_run(suite, "sigint:import")
+    tally = clean(
+        command_run(
+            run,
+            "import",
+            signal.SIGINT,
+            at=lambda: write_locked(run.db),
+            into_new=False,
+            vectors=True,
+        )
+    )
+    assert tally.faults == 1, tally.notes
+    assert any("exit 130" in n for n in tally.notes), tally.notes
+
+
+def test_kill_9_during_a_document_replace_keeps_the_old_version_whole(suite):
+    """kill -9 once the new version is being staged: doc-main is its old version, whole."""
+    run = new_run(suite, "kill9:retain-document")
+
+    def staging() -> bool:
+        try:
+            with sqlite3.connect(f"file:{run.db}?mode=ro", uri=True, timeout=1) as conn:
+                return bool(conn.execute("SELECT 1 FROM banks WHERE kind = 'staging'").fetchall())
+        except sqlite3.Error:
+            return False
+
+    tally = clean(
+        command_run(run, "retain-document", signal.SIGKILL, at=staging, variant="jsonl", lines=300)
+    )
+    assert tally.faults == 1, tally.notes
+
+
+def test_kill_9_of_the_mcp_server_loses_no_answered_retain(suite):
+    """The server killed while the client's next retain is on its way: every retain it
+    answered ok is in the store."""
+    run = new_run(suite, "kill9:mcp-retain")
+    tally = clean(command_run(run, "mcp-retain", signal.SIGKILL, at=5))
+    assert tally.faults == 1 and tally.acked >= 5 + 1, tally.notes
+
+
+def test_cli_mcp_and_foreign_sqlite_clients_write_at_once(suite):
+    tally = clean(concurrent_run(new_run(suite, "concurrent"), seconds=3, races=["corrections"]))
+    assert tally.acked > 10 and tally.faults > 5, tally.notes
+
+
+def test_retain_onto_a_full_disk_loses_nothing_acknowledged(tmp_path):
+    """Batches of 200 until the disk (a tmpfs just larger than the store, or RLIMIT_FSIZE)
+    is full: each refusal is one line saying so, every acknowledged batch is there, a
+    refused batch kept whole batches of 64 and says how many; reads still answer."""
+    first = tmp_path / "first" / "mem.db"
+    done = run_argv(mem_argv(first, "retain", "The first note on a small disk."))
+    assert done.returncode == 0, done.stderr
+    size = first.stat().st_size
+    # Room for a few batches: the tmpfs also holds the -wal and the -shm.
+    with full_disk(tmp_path, FULL_DISK, size + (224 << 10)) as (folder, fsize):
+        db = folder / "mem.db"
+        shutil.copy2(first, db)
+        limit = None if fsize is None else size + (96 << 10)
+        acked, refused = [], []
+        for k in range(40):
+            rows = jsonl_rows(random.Random(k), f"k{k}-", 200)
+            path = write_jsonl(tmp_path / f"k{k}.jsonl", rows)
+            done = run_argv(mem_argv(db, "retain", "--jsonl", str(path), fsize=limit))
+            no_traceback(done)
+            if done.returncode == 0:
+                acked.append(k)
+                continue
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and "disk full" in lines[0], done.stderr
+            refused.append((k, lines[0]))
+            if len(refused) == 2:
+                break
+        assert refused, "the disk never filled"
+        for args in (["export"], ["list"], ["banks"]):
+            done = run_argv(mem_argv(db, *args, fsize=limit))
+            assert done.returncode == 0, (args, done.stderr)
+        (folder / ".filler").unlink(missing_ok=True)
+        with sqlite3.connect(db) as check:
+            assert check.execute("pragma integrity_check").fetchone() == ("ok",)
+            for k in acked:
+                got = check.execute(
+                    "SELECT count(*) FROM facts WHERE source_id LIKE ?", (f"k{k}-%",)
+                ).fetchone()[0]
+                assert got == 200, (k, got)
+            for k, line in refused:
+                got = check.execute(
+                    "SELECT count(*) FROM facts WHERE source_id LIKE ?", (f"k{k}-%",)
+                ).fetchone()[0]
+                assert got % 64 == 0 and got < 200, (k, got, line)
+                said = f"the {got} items of the batches before it stay stored"
+                assert (said in line) if got else ("nothing was written" in line), line
+        done = run_argv(mem_argv(db, "doctor"))
+        assert done.returncode == 0, done.stdout
