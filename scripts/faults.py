@@ -488,8 +488,22 @@ class Run:
 
     # -- the checks every run ends with
 
+    def follow_up(self, db: Path) -> None:
+        """The next retain after the fault is stored (the store still takes writes)."""
+        text = sentence(self.rng, f"follow-up {self.number}")
+        done = self.mem("retain", text, db=db)
+        if done.code == 0 and done.said(r"1 facts stored"):
+            self.tally.acked += 1
+            if not texts_like(db, f"%(follow-up {self.number})%"):
+                self.lost(1, "the follow-up retain")
+        else:
+            self.failed(f"a retain after the fault: exit {done.code}: {done.err.strip()}")
+
     def finish(self, db: Path | None = None, follow_up: bool = True) -> Tally:
         db = db or self.db
+        if not db.exists() and follow_up:  # a fault before the store was made: make it
+            self.follow_up(db)
+            follow_up = False
         if db.exists():
             result = integrity(db)
             if result != "ok":
@@ -499,14 +513,7 @@ class Run:
                 bad = [line for line in doctor.out.splitlines() if line.startswith("FAIL")]
                 self.failed(f"mem doctor exit {doctor.code}: {bad or doctor.err.strip()}")
             if follow_up:
-                text = sentence(self.rng, f"follow-up {self.number}")
-                done = self.mem("retain", text, db=db)
-                if done.code == 0 and done.said(r"1 facts stored"):
-                    self.tally.acked += 1
-                    if not texts_like(db, f"%(follow-up {self.number})%"):
-                        self.lost(1, "the follow-up retain")
-                else:
-                    self.failed(f"a retain after the fault: exit {done.code}: {done.err.strip()}")
+                self.follow_up(db)
         for name, err in self.stderrs:
             if "Traceback" in err:
                 self.tally.tracebacks += 1
@@ -757,11 +764,18 @@ class Suite:
         ][0]
         assert not Path(f"{db}-wal").exists(), "the prepared store was not closed cleanly"
         if calibrate:
+            variants: dict[str, list[dict]] = {
+                "retain-text": [{"new_store": False}],
+                "retain-document": [{"variant": "jsonl"}, {"variant": "file"}],
+                "import": [{"vectors": True, "into_new": False}, {"vectors": False}],
+            }
             for cmd in COMMANDS:
-                tally = self.one(f"clean:{cmd}")
-                if tally.bad or tally.failed:
-                    raise SystemExit(f"a run without a fault failed its checks: {tally.notes}")
-                progress(f"calibrated {cmd}: {self.durations.get(cmd, 0):.1f} s")
+                for options in variants.get(cmd, [{}]):
+                    tally = self.one(f"clean:{cmd}", **options)
+                    if tally.bad or tally.failed:
+                        raise SystemExit(f"a run without a fault failed its checks: {tally.notes}")
+            times = ", ".join(f"{k} {v:.1f} s" for k, v in self.durations.items())
+            progress(f"calibrated: {times}")
 
     def _must(self, argv: list[str]) -> None:
         done = subprocess.run(argv, capture_output=True, text=True, env=self.env)
@@ -770,7 +784,7 @@ class Suite:
 
     # -- running
 
-    def one(self, kind: str) -> Tally:
+    def one(self, kind: str, **options: object) -> Tally:
         self.number += 1
         run = Run(self, kind, self.number)
         run.copy_store()
@@ -778,7 +792,7 @@ class Suite:
             how, _, cmd = kind.partition(":")
             if how in ("kill9", "sigint", "clean"):
                 fault = {"kill9": signal.SIGKILL, "sigint": signal.SIGINT}.get(how)
-                tally = command_run(run, cmd, fault)
+                tally = command_run(run, cmd, fault, **options)
             elif kind == "concurrent":
                 tally = concurrent_run(run)
             elif kind == "full-disk":
@@ -820,8 +834,18 @@ def command_run(
     final = run.db
     suite = run.suite
     s = suite.sizes
-    when = None if sig is None else (at if at is not None else suite.kill_time(run, cmd))
-    kw = {} if sig is None else {"signal_at": when, "sig": sig}
+    when: float | Callable[[], bool] | None = None
+    timed = cmd  # which calibrated duration the kill moment is drawn from
+
+    def fault(key: str) -> dict:
+        """The signal arguments of the command (a variant of cmd named by key)."""
+        nonlocal when, timed
+        timed = key
+        if sig is None:
+            return {}
+        when = at if at is not None else suite.kill_time(run, key)
+        return {"signal_at": when, "sig": sig}
+
     db = run.db
     if cmd == "retain-text":
         tag = f"t{run.number}"
@@ -830,7 +854,7 @@ def command_run(
             # The first retain, which builds the store beside its path and links it there.
             final = db = run.dir / "new" / "mem.db"
             db.parent.mkdir()
-        done = run.mem("retain", text, db=db, **kw)
+        done = run.mem("retain", text, db=db, **fault(cmd))
         present = len(texts_like(db, f"%({tag})%")) if db.exists() else 0
         if acknowledged(done, r"1 facts stored"):
             run.tally.acked += 1
@@ -844,7 +868,7 @@ def command_run(
         prefix = f"b{run.number}-"
         rows = jsonl_rows(run.rng, prefix, n)
         path = write_jsonl(run.dir / "batch.jsonl", rows)
-        done = run.mem("retain", "--jsonl", str(path), **kw)
+        done = run.mem("retain", "--jsonl", str(path), **fault(cmd))
         kept = set(source_ids(db, like=f"{prefix}%"))
         order = [r["id"] for r in rows]
         m = len(kept)
@@ -869,12 +893,14 @@ def command_run(
             rows = jsonl_rows(run.rng, f"d{run.number}-", lines, document_id="doc-main")
             path = write_jsonl(run.dir / "doc.jsonl", rows)
             new = sorted(r["id"] for r in rows)
-            done = run.mem("retain", "--jsonl", str(path), **kw)
+            done = run.mem("retain", "--jsonl", str(path), **fault(f"{cmd}:jsonl"))
         else:
             path = run.dir / f"doc{run.number}.txt"
             path.write_text(" ".join(sentence(run.rng, f"v{run.number}-{i}") for i in range(lines)))
             new = None  # the file's facts: all with the file's path as their source
-            done = run.mem("retain", "--document", "doc-main", "--file", str(path), **kw)
+            done = run.mem(
+                "retain", "--document", "doc-main", "--file", str(path), **fault(f"{cmd}:file")
+            )
         now = sorted(document_sources(db, "doc-main"))
         is_new = now == new if new is not None else (bool(now) and set(now) == {str(path)})
         if acknowledged(done, r"1 documents replaced"):
@@ -897,7 +923,7 @@ def command_run(
         fact = suite.correct_id
         tag = f"c{run.number}"
         text = sentence(run.rng, tag)
-        done = run.mem("correct", str(fact), text, **kw)
+        done = run.mem("correct", str(fact), text, **fault(cmd))
         closed, by = query(db, "SELECT invalid_at, superseded_by FROM facts WHERE id = ?", fact)[0]
         new = query(db, "SELECT id FROM facts WHERE text LIKE ?", f"%({tag})%")
         if acknowledged(done, r"corrected by"):
@@ -908,7 +934,7 @@ def command_run(
             run.half(f"a correction half made: new fact {new}, old closed {closed} by {by}")
     elif cmd == "forget":
         doomed = s.doomed
-        done = run.mem("forget", "--tag", "doomed", "--yes", **kw)
+        done = run.mem("forget", "--tag", "doomed", "--yes", **fault(cmd))
         left = query(db, "SELECT count(*) FROM fact_tags WHERE tag = 'doomed'")[0][0]
         gone = doomed - left
         if acknowledged(done, rf"forgot {doomed} facts"):
@@ -923,7 +949,8 @@ def command_run(
         target = run.dir / "new" / "mem.db" if into_new else db
         if into_new:
             target.parent.mkdir()
-        done = run.mem("import", str(file), "--into", "imp", db=target, **kw)
+        key = f"{cmd}:{'vectors' if vectors else 'plain'}"
+        done = run.mem("import", str(file), "--into", "imp", db=target, **fault(key))
         n = s.imported
         have = fact_count(target, "imp") if target.exists() else 0
         if acknowledged(done, r"imported bank 'imp'"):
@@ -939,7 +966,7 @@ def command_run(
             final = target  # (its follow-up retain creates the store when the import did not)
     elif cmd == "reembed":
         n = s.reembedded
-        done = run.mem("--bank", "rb", "reembed", "--embedder", "e5", **kw)
+        done = run.mem("--bank", "rb", "reembed", "--embedder", "e5", **fault(cmd))
         (model,) = query(db, "SELECT embedder FROM banks WHERE name = 'rb'")[0]
         b = bank_id(db, "rb")
         vectors = query(db, "SELECT count(*) FROM fact_vec WHERE bank_id = ?", b)[0][0]
@@ -965,7 +992,7 @@ def command_run(
             run.failed(f"recall on bank rb after the fault: {check.err.strip()}")
     elif cmd == "banks-delete":
         n = s.reembedded
-        done = run.mem("banks", "--delete", "rb", "--yes", **kw)
+        done = run.mem("banks", "--delete", "rb", "--yes", **fault(cmd))
         have = fact_count(db, "rb")
         if acknowledged(done, r"deleted bank 'rb'"):
             run.tally.acked += n
@@ -979,10 +1006,13 @@ def command_run(
         if isinstance(at, int):
             kill_after = at
         elif sig is not None:
-            kill_at = at if at is not None else run.rng.uniform(0.3, 8.0)
+            kill_at = at if at is not None else suite.kill_time(run, cmd)
+        started = time.monotonic()
         acked, refused = mcp_retains(
             run, db, texts, kill_at=kill_at, kill_after=kill_after, sig=sig or signal.SIGKILL
         )
+        if sig is None:
+            suite.durations[cmd] = time.monotonic() - started
         for text in acked:
             tag = text[text.rindex("(") + 1 : -2]
             run.tally.acked += 1
@@ -995,7 +1025,7 @@ def command_run(
     else:
         raise ValueError(cmd)
     if sig is None and cmd != "mcp-retain":
-        suite.durations[cmd] = done.seconds
+        suite.durations[timed] = done.seconds
     elif cmd != "mcp-retain":
         hit = "hit" if done.signalled else "missed (it had ended)"
         moment = f"{when:.2f} s" if isinstance(when, float) else "a chosen moment"
