@@ -300,3 +300,21 @@ def test_retain_onto_a_full_disk_loses_nothing_acknowledged(tmp_path):
                 assert (said in line) if got else ("nothing was written" in line), line
         done = run_argv(mem_argv(db, "doctor"))
         assert done.returncode == 0, done.stdout
+
+
+def test_doctor_on_a_full_disk_checks_the_store_and_names_the_disk(tmp_path):
+    """doctor on a full disk said only "FAIL store: disk full: cannot open ...": the store's
+    own checks did not run, though the store can be read. They run (read-only) and one
+    check names the full disk."""
+    with full_disk(tmp_path, FULL_DISK) as (folder, fsize):
+        db = folder / "mem.db"
+        assert mem(db, "retain", "Maya flew to Lisbon on May 9.").returncode == 0
+        if fsize is None:
+            fill(folder)
+        done = run_argv(mem_argv(db, "doctor", fsize=fsize))
+        no_traceback(done)
+        failed = [line for line in done.stdout.splitlines() if line.startswith("FAIL")]
+        assert len(failed) == 1 and "is full" in failed[0], done.stdout
+        assert "OK    sqlite quick_check" in done.stdout, done.stdout
+        assert "OK    facts = FTS rows = vectors: 1 facts" in done.stdout, done.stdout
+        assert done.returncode == 1
