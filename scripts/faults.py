@@ -646,6 +646,57 @@ def mcp_retains(
     return acked, refused
 
 
+class LiveMcp:
+    """One `mem mcp` session kept open across the steps of a run: its client runs in a
+    thread of its own, one coroutine from start to end (the SDK's task groups must be left
+    in the task that entered them), taking calls from a queue."""
+
+    def __init__(self, run: Run, db: Path) -> None:
+        import concurrent.futures
+
+        self.session = McpSession(run, db)
+        self.loop = asyncio.new_event_loop()
+        self.calls: asyncio.Queue | None = None
+        ready: concurrent.futures.Future = concurrent.futures.Future()
+        self.thread = threading.Thread(
+            target=lambda: self.loop.run_until_complete(self._serve(ready)), daemon=True
+        )
+        self.thread.start()
+        ready.result(timeout=120)
+
+    async def _serve(self, ready) -> None:
+        from mcp import Client
+
+        self.calls = asyncio.Queue()
+        try:
+            async with Client(self.session.params(), read_timeout_seconds=120) as client:
+                ready.set_result(True)
+                while (call := await self.calls.get()) is not None:
+                    args, future = call
+                    try:
+                        future.set_result(await client.call_tool("retain", args))
+                    except Exception as exc:  # noqa: BLE001 - handed to the caller
+                        future.set_exception(exc)
+        except Exception as exc:  # noqa: BLE001 - a server that would not start
+            if not ready.done():
+                ready.set_exception(exc)
+
+    def retain(self, text: str) -> tuple[bool, str]:
+        """(answered ok, the error's text)."""
+        import concurrent.futures
+
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self.loop.call_soon_threadsafe(self.calls.put_nowait, ({"text": text}, future))
+        got = future.result(timeout=300)
+        message = " ".join(getattr(c, "text", "") for c in got.content) if got.is_error else ""
+        return not got.is_error, message
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.calls.put_nowait, None)
+        self.thread.join(timeout=120)
+        self.session.collect()
+
+
 # -- the prepared store ----------------------------------------------------------------------
 
 
@@ -762,6 +813,7 @@ class Suite:
         self.correct_id = query(db, "SELECT id FROM facts WHERE source_id = ?", f"s{s.seed - 1}")[
             0
         ][0]
+        self.document_v0 = document_sources(db, "doc-main")
         assert not Path(f"{db}-wal").exists(), "the prepared store was not closed cleanly"
         if calibrate:
             variants: dict[str, list[dict]] = {
@@ -1364,9 +1416,10 @@ RACES = {
 
 
 def full_disk_run(run: Run) -> Tally:
-    """Writes (batches, texts, MCP retains, a document replace, a correction, forget) until
-    the disk is full; then reads on the full disk; then, with room again, the count. Root:
-    a tmpfs a little larger than the store, sometimes filled to its last byte at once;
+    """Writes (batches, texts, a document replace, an import, a correction, forget, and an
+    MCP server kept open throughout) until the disk is full; then reads on the full disk;
+    then room again, and the server and the CLI must store again; then the count. Root: a
+    tmpfs a little larger than the store, sometimes filled to its last byte at once;
     otherwise each writer's files are bounded (RLIMIT_FSIZE) a little above their size."""
     if is_root():
         size = sum(p.stat().st_size for p in run.suite.base.iterdir()) + run.rng.randrange(
@@ -1374,10 +1427,23 @@ def full_disk_run(run: Run) -> Tally:
         )
         with tmpfs(size, run.dir) as folder:
             db = run.copy_store(folder)
+            (folder / ".ballast").write_bytes(b"\0" * (96 << 10))  # freed for the end
             if run.rng.random() < 0.3:
                 fill(folder)
-            writes_until_full(run, db, None)
-            reads_on_a_full_disk(run, db, None)
+            live = LiveMcp(run, db)
+            try:
+                writes_until_full(run, db, None, live)
+                reads_on_a_full_disk(run, db, None)
+                for name in (".ballast", ".filler"):
+                    (folder / name).unlink(missing_ok=True)
+                tag = f"fl{run.number}-room"
+                ok, message = live.retain(sentence(run.rng, tag))
+                if ok:
+                    run.ledger.mcp.append(tag)  # type: ignore[attr-defined]
+                else:
+                    run.failed(f"the MCP server did not store once there was room: {message}")
+            finally:
+                live.close()
             out = run.dir / "after"
             out.mkdir()
             for name in STORE_FILES:
@@ -1387,7 +1453,9 @@ def full_disk_run(run: Run) -> Tally:
         count_full_disk(run, out / "mem.db")
         return run.finish(out / "mem.db")
     db = run.db
-    writes_until_full(run, db, lambda: db.stat().st_size + run.rng.randrange(16 << 10, 512 << 10))
+    writes_until_full(
+        run, db, lambda: db.stat().st_size + run.rng.randrange(16 << 10, 512 << 10), None
+    )
     reads_on_a_full_disk(run, db, 1)
     count_full_disk(run, db)
     return run.finish()
@@ -1399,17 +1467,20 @@ class FullDiskLedger:
     batches: list[tuple[str, int]] = field(default_factory=list)
     failed_batches: list[tuple[str, int, str]] = field(default_factory=list)
     mcp: list[str] = field(default_factory=list)
+    document: list[str] = field(default_factory=list)  # doc-main's acknowledged version
+    imports: dict[str, bool] = field(default_factory=dict)  # bank: acknowledged
 
 
-def writes_until_full(run: Run, db: Path, fsize_of) -> None:
-    ledger = FullDiskLedger()
+def writes_until_full(run: Run, db: Path, fsize_of, live: LiveMcp | None) -> None:
+    ledger = FullDiskLedger(document=run.suite.document_v0)
     run.ledger = ledger  # type: ignore[attr-defined]
     refusals = 0
     k = 0
     while refusals < 3 and k < 60:
         k += 1
         fsize = fsize_of() if fsize_of else None
-        what = run.rng.choice(["batch", "batch", "text", "mcp", "forget", "correct"])
+        what = run.rng.choice(["batch", "batch", "text", "forget", "correct", "document", "import"])
+        done = None
         if what == "batch":
             prefix = f"fb{run.number}-{k}-"
             n = run.rng.choice([30, 64, 100, 200])
@@ -1418,32 +1489,27 @@ def writes_until_full(run: Run, db: Path, fsize_of) -> None:
             if acknowledged(done, rf"{n} facts stored"):
                 ledger.batches.append((prefix, n))
             else:
-                refusals += 1
                 ledger.failed_batches.append((prefix, n, done.err))
-                one_line_error(run, done, "disk full")
         elif what == "text":
             tag = f"ft{run.number}-{k}"
             done = run.mem("retain", sentence(run.rng, tag), db=db, fsize=fsize)
             if acknowledged(done, r"1 facts stored"):
                 ledger.texts.append(tag)
-            else:
-                refusals += 1
-                one_line_error(run, done, "disk full")
-        elif what == "mcp":
-            if fsize is not None:
-                continue  # the server cannot be bounded from here; the CLI's writes are
-            tags = [f"fm{run.number}-{k}-{i}" for i in range(5)]
-            acked, refused = mcp_retains(run, db, [sentence(run.rng, t) for t in tags])
-            ledger.mcp += [t[t.rindex("(") + 1 : -2] for t in acked]
-            refusals += bool(refused)
-            for text in refused:
-                if "disk full" not in text or "\n" in text.strip():
-                    run.failed(f"an MCP retain on a full disk answered: {text[:300]}")
+        elif what == "document":
+            prefix = f"fd{run.number}-{k}-"
+            rows = jsonl_rows(run.rng, prefix, 80, document_id="doc-main")
+            path = write_jsonl(run.dir / f"{prefix}.jsonl", rows)
+            done = run.mem("retain", "--jsonl", str(path), db=db, fsize=fsize)
+            if acknowledged(done, r"1 documents replaced"):
+                ledger.document = sorted(r["id"] for r in rows)
+        elif what == "import":
+            bank = f"imp{k}"
+            done = run.mem(
+                "import", str(run.suite.export_vectors), "--into", bank, db=db, fsize=fsize
+            )
+            ledger.imports[bank] = acknowledged(done, r"imported bank")
         elif what == "forget":
             done = run.mem("forget", "--tag", "doomed", "--yes", db=db, fsize=fsize)
-            if done.code != 0:
-                refusals += 1
-                one_line_error(run, done, "disk full")
         else:
             done = run.mem(
                 "correct",
@@ -1452,29 +1518,31 @@ def writes_until_full(run: Run, db: Path, fsize_of) -> None:
                 db=db,
                 fsize=fsize,
             )
-            if done.code != 0:
-                if (
-                    "no fact" in done.err
-                    or "already corrected" in done.err
-                    or "not current" in done.err
-                    or "closed" in done.err
-                ):
-                    continue  # corrected by an earlier step: not a disk matter
-                refusals += 1
-                one_line_error(run, done, "disk full")
-        if what != "mcp" and done.code != 0:
+            if done.code != 0 and "already corrected" in done.err:
+                continue  # corrected by an earlier step: not a disk matter
+        if done.code != 0:
+            refusals += 1
             run.tally.faults += 1
             run.note(f"{what} refused: {done.err.strip()[-160:]}")
-        elif what == "mcp" and refused:
-            run.tally.faults += 1
-            run.note(f"mcp refused: {refused[0][-160:]}")
+            one_line_error(run, done, "disk full")
+        if live is not None:
+            tag = f"fm{run.number}-{k}"
+            ok, message = live.retain(sentence(run.rng, tag))
+            if ok:
+                ledger.mcp.append(tag)
+            else:
+                refusals += 1
+                run.tally.faults += 1
+                if "disk full" not in message or "\n" in message.strip():
+                    run.failed(f"an MCP retain on a full disk answered: {message[:300]}")
     if refusals == 0:
         run.note("the disk never filled")
 
 
 def reads_on_a_full_disk(run: Run, db: Path, fsize: int | None) -> None:
-    """Commands that only read answer on a full disk (export, list, show, banks); recall,
-    stats and doctor open the store for writing: they may answer or say the disk is full."""
+    """Commands that only read answer on a full disk (export, list, show, banks); recall
+    and stats open the store for writing: they may answer or say the disk is full; doctor
+    checks the store and fails, if at all, only on free space."""
     for args in (
         ["export"],
         ["list", "--limit", "5"],
@@ -1488,6 +1556,10 @@ def reads_on_a_full_disk(run: Run, db: Path, fsize: int | None) -> None:
         done = run.mem(*args, db=db, fsize=fsize)
         if done.code != 0:
             one_line_error(run, done, "disk full")
+    doctor = run.mem("doctor", db=db, fsize=fsize)
+    failed = [line for line in doctor.out.splitlines() if line.startswith("FAIL")]
+    if [line for line in failed if not line.startswith("FAIL  free space:")]:
+        run.failed(f"doctor on a full disk: {failed}")
 
 
 def count_full_disk(run: Run, db: Path) -> None:
@@ -1499,6 +1571,15 @@ def count_full_disk(run: Run, db: Path) -> None:
     for prefix, n in ledger.batches:
         run.tally.acked += n
         run.lost(n - len(source_ids(db, like=f"{prefix}%")), f"of a batch ({prefix})")
+    if document_sources(db, "doc-main") != ledger.document:
+        run.half("doc-main is not the version last acknowledged, whole")
+    for bank, acked in ledger.imports.items():
+        have, n = fact_count(db, bank), run.suite.sizes.imported
+        if acked:
+            run.tally.acked += n
+            run.lost(n - have, f"of an acknowledged import ({bank})")
+        elif have:
+            run.half(f"a refused import left bank {bank} with {have} facts")
     for prefix, n, err in ledger.failed_batches:
         m = len(source_ids(db, like=f"{prefix}%"))
         kept = re.search(r"the (\d+) items of the batches before it stay stored", err)
