@@ -706,10 +706,10 @@ class Sizes:
     doomed: int = 30
     document: int = 40  # lines of document doc-main
     new_document: int = 60  # lines of its new version
-    batch: int = 400  # items of a retain --jsonl
-    imported: int = 300  # facts of the export file an import reads
-    reembedded: int = 150  # facts of bank rb, re-embedded with e5
-    mcp_texts: int = 40
+    batch: int = 250  # items of a retain --jsonl (four commits of 64)
+    imported: int = 200  # facts of the export file an import reads
+    reembedded: int = 100  # facts of bank rb, re-embedded with e5
+    mcp_texts: int = 30
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -1672,6 +1672,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="KIND", help=f"some of: {' '.join(KINDS)}")
     parser.add_argument("--keep", type=Path, help="copy the folders of bad runs here")
     args = parser.parse_args(argv)
+    # Ctrl-C (even where a shell started this in the background, ignoring it) and SIGTERM
+    # stop the suite through its finally blocks, which unmount its file systems.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     kinds = args.only or KINDS
     for kind in kinds:
         if kind not in KINDS:
