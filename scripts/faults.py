@@ -17,10 +17,12 @@ Fault kinds, chosen in turn (--only picks some):
                          retain-jsonl, retain-document, correct, forget, import, reembed,
                          banks-delete, mcp-retain (the server, driven through the MCP
                          client SDK)
-  concurrent             CLI writers, an MCP session, Python sqlite3 and sqlite3-shell clients
-                         writing their own table and reading, all at once
-  full-disk              writes until a small tmpfs is full (RLIMIT_FSIZE when not root),
-                         then reads on the full disk
+  concurrent             CLI writers, two MCP servers, Python sqlite3 and sqlite3-shell
+                         clients writing their own table and reading, and racing document
+                         replaces, corrections, imports or a reembed, all at once
+  full-disk              writes (and a live MCP server's retains) until a small tmpfs is
+                         full (RLIMIT_FSIZE when not root), reads on the full disk, then
+                         room again: the server and the CLI store again
   read-only              the store on a read-only mount or an unwritable folder: reads work,
                          writes are refused in one line, no byte changes
 
@@ -1151,8 +1153,9 @@ while time.monotonic() < end:
 
 
 def concurrent_run(run: Run, seconds: float | None = None, races: list[str] | None = None) -> Tally:
-    """For a few seconds at once: CLI retains (texts and batches), an MCP session retaining
-    and recalling, a Python sqlite3 client writing its own table and reading facts, the
+    """For a few seconds at once: CLI retains (texts and batches), two MCP servers (one
+    retaining and recalling, one retaining), a Python sqlite3 client writing its own table
+    and reading facts, the
     sqlite3 shell reading facts and writing that table, and one or two of RACES (random when
     races is None). Every acknowledged write is there."""
     db = run.db
@@ -1232,8 +1235,19 @@ def concurrent_run(run: Run, seconds: float | None = None, races: list[str] | No
     writers += writers_extra
     for t in writers:
         t.start()
+    # Two agents: a second MCP server beside the first, on its own thread.
+    second: list[tuple[list[str], list[str]]] = []
+    texts2 = [sentence(run.rng, f"md{run.number}-{i}") for i in range(int(seconds * 2))]
+    agent = threading.Thread(target=lambda: second.append(mcp_retains(run, db, texts2)))
+    agent.start()
     tags = [f"mc{run.number}-{i}" for i in range(int(seconds * 3))]
     mcp_acked, refused = mcp_retains(run, db, [sentence(run.rng, t) for t in tags], recall_every=3)
+    agent.join()
+    if second:
+        mcp_acked += second[0][0]
+        refused += second[0][1]
+    else:
+        run.failed("the second MCP session did not end")
     for t in writers:
         t.join()
     out, err = foreign.communicate(timeout=120)
@@ -1422,12 +1436,13 @@ def full_disk_run(run: Run) -> Tally:
     tmpfs a little larger than the store, sometimes filled to its last byte at once;
     otherwise each writer's files are bounded (RLIMIT_FSIZE) a little above their size."""
     if is_root():
+        ballast = 2 << 20  # freed at the end: room for the server's and the CLI's next retain
         size = sum(p.stat().st_size for p in run.suite.base.iterdir()) + run.rng.randrange(
             64 << 10, 3 << 20
         )
-        with tmpfs(size, run.dir) as folder:
+        with tmpfs(size + ballast, run.dir) as folder:
             db = run.copy_store(folder)
-            (folder / ".ballast").write_bytes(b"\0" * (96 << 10))  # freed for the end
+            (folder / ".ballast").write_bytes(b"\0" * ballast)
             if run.rng.random() < 0.3:
                 fill(folder)
             live = LiveMcp(run, db)
@@ -1442,6 +1457,12 @@ def full_disk_run(run: Run) -> Tally:
                     run.ledger.mcp.append(tag)  # type: ignore[attr-defined]
                 else:
                     run.failed(f"the MCP server did not store once there was room: {message}")
+                tag = f"fc{run.number}-room"
+                done = run.mem("retain", sentence(run.rng, tag), db=db)
+                if acknowledged(done, r"1 facts stored"):
+                    run.ledger.texts.append(tag)  # type: ignore[attr-defined]
+                else:
+                    run.failed(f"the CLI did not store once there was room: {done.err.strip()}")
             finally:
                 live.close()
             out = run.dir / "after"
@@ -1605,6 +1626,17 @@ READS = [
 ]
 
 
+UNCLEAN_WRITER = """
+import os, sys
+from memcli.models.embedder import load_embedder
+from memcli.retain import Retainer, RetainItem
+from memcli.store import Store
+store = Store(sys.argv[1])
+Retainer(store, "default", load_embedder()).retain([RetainItem(text=sys.argv[2])])
+os._exit(0)  # no close: the commit stays in the -wal
+"""
+
+
 def read_only_run(run: Run) -> Tally:
     """The store on a read-only mount (root) or in an unwritable folder: every read answers,
     every write is refused in one line, the MCP server refuses a retain and keeps serving,
@@ -1614,6 +1646,17 @@ def read_only_run(run: Run) -> Tally:
     media = run.dir / "media"
     media.mkdir()
     db = run.copy_store(media)
+    unclean = run.rng.random() < 0.3
+    if unclean:
+        # A store whose last writer died with its commit in the -wal (and its -shm beside):
+        # what is on the media is that state, which reads must see.
+        tag = f"u{run.number}"
+        done = run.run(
+            [sys.executable, "-c", UNCLEAN_WRITER, str(db), sentence(run.rng, tag)], timeout=300
+        )
+        if done.code != 0 or not Path(f"{db}-wal").exists():
+            run.failed(f"could not leave a -wal behind: {done.err.strip()[-200:]}")
+    run.note(f"{how}{', with a -wal' if unclean else ''}")
     before = digest(media)
     writes = [
         ["retain", "Written on read-only media."],
@@ -1627,6 +1670,8 @@ def read_only_run(run: Run) -> Tally:
             done = run.mem(*args, db=ro_db)
             if done.code != 0:
                 run.failed(f"{args[0]} on read-only media ({how}): {done.err.strip()}")
+            elif unclean and args[0] in ("list", "export") and f"({tag})" not in done.out:
+                run.lost(1, f"{args[0]} on read-only media does not show the -wal's commit")
         for args in run.rng.sample(writes, 3):
             done = run.mem(*args, db=ro_db)
             run.tally.faults += 1
@@ -1660,6 +1705,24 @@ def table(tallies: dict[str, Tally]) -> str:
     return "\n".join(lines)
 
 
+def _run_all(
+    suite: Suite, kinds: list[str], runs: int, order: random.Random, tallies: dict[str, Tally]
+) -> None:
+    """Every kind once per round, in an order shuffled each round, until `runs` runs."""
+    rounds: list[str] = []
+    for i in range(runs):
+        if not rounds:
+            rounds = order.sample(kinds, len(kinds))
+        kind = rounds.pop()
+        tally = suite.one(kind)
+        tallies[kind].add(tally)
+        flag = "BAD " if tally.bad else ""
+        progress(
+            f"[{i + 1}/{runs}] {flag}{kind}: faults {tally.faults}, acked "
+            f"{tally.acked}, lost {tally.lost}" + "".join(f"\n    {n}" for n in tally.notes)
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=240, help="runs in all (default 240)")
@@ -1689,16 +1752,13 @@ def main(argv: list[str] | None = None) -> int:
         suite.prepare(calibrate=any(":" in kind for kind in kinds))
         tallies = {kind: Tally(runs=0) for kind in kinds}
         order = random.Random(args.seed)
-        for i in range(runs):
-            kind = kinds[i % len(kinds)] if i < len(kinds) else order.choice(kinds)
-            tally = suite.one(kind)
-            tallies[kind].add(tally)
-            flag = "BAD " if tally.bad else ""
-            progress(
-                f"[{i + 1}/{runs}] {flag}{kind}: faults {tally.faults}, acked "
-                f"{tally.acked}, lost {tally.lost}" + "".join(f"\n    {n}" for n in tally.notes)
-            )
+        try:
+            _run_all(suite, kinds, runs, order, tallies)
+        except KeyboardInterrupt:
+            progress(f"interrupted after {sum(t.runs for t in tallies.values())} runs")
+            runs = sum(t.runs for t in tallies.values())
         elapsed = time.monotonic() - started
+
     print(
         f"python scripts/faults.py --runs {runs} --seed {args.seed}"
         + (" --quick" if args.quick else "")

@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -85,7 +85,7 @@ def test_a_cleanly_closed_store_on_read_only_media_can_be_read(tmp_path, how):
             assert "read-only" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
         assert ro_db.read_bytes() == before
         assert sorted(p.name for p in ro_db.parent.iterdir()) == ["mem.db"]
-    with sqlite3.connect(db) as check:
+    with closing(sqlite3.connect(db)) as check:
         assert check.execute("select count(*) from facts").fetchone() == (1,)
 
 
@@ -146,7 +146,7 @@ def test_a_cleanly_closed_store_on_a_full_disk_can_be_exported_and_read(tmp_path
             no_traceback(done)
             assert done.returncode == 1 and "disk full" in done.stderr, done.stderr
         (folder / ".filler").unlink(missing_ok=True)  # Python's sqlite3 needs room for a -shm
-        with sqlite3.connect(db) as check:
+        with closing(sqlite3.connect(db)) as check:
             assert check.execute("select count(*) from facts").fetchone() == (1,)
             assert check.execute("pragma integrity_check").fetchone() == ("ok",)
 
@@ -178,7 +178,7 @@ def new_run(suite: Suite, kind: str) -> Run:
 
 def facts_with_source(db: Path, prefix: str) -> int:
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as conn:
             return conn.execute(
                 "SELECT count(*) FROM facts WHERE source_id LIKE ?", (f"{prefix}%",)
             ).fetchone()[0]
@@ -228,7 +228,7 @@ def test_kill_9_during_a_document_replace_keeps_the_old_version_whole(suite):
 
     def staging() -> bool:
         try:
-            with sqlite3.connect(f"file:{run.db}?mode=ro", uri=True, timeout=1) as conn:
+            with closing(sqlite3.connect(f"file:{run.db}?mode=ro", uri=True, timeout=1)) as conn:
                 return bool(conn.execute("SELECT 1 FROM banks WHERE kind = 'staging'").fetchall())
         except sqlite3.Error:
             return False
@@ -284,7 +284,7 @@ def test_retain_onto_a_full_disk_loses_nothing_acknowledged(tmp_path):
             done = run_argv(mem_argv(db, *args, fsize=limit))
             assert done.returncode == 0, (args, done.stderr)
         (folder / ".filler").unlink(missing_ok=True)
-        with sqlite3.connect(db) as check:
+        with closing(sqlite3.connect(db)) as check:
             assert check.execute("pragma integrity_check").fetchone() == ("ok",)
             for k in acked:
                 got = check.execute(
