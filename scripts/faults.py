@@ -26,9 +26,13 @@ Fault kinds, chosen in turn (--only picks some):
   read-only              the store on a read-only mount or an unwritable folder: reads work,
                          writes are refused in one line, no byte changes
 
-Prints one table (stdout): runs, faults injected, acknowledged writes, lost, half-written,
-tracebacks, unexpected errors and failed checks, per kind and in all. Progress on stderr.
-Exit status 1 when anything was lost, half-written, a traceback or a failed check.
+Prints one table (stdout), per kind and in all: runs, faults injected (signals that reached
+a running process, writes refused by a full disk or read-only media, foreign clients'
+operations beside mem's), acknowledged writes, lost, half-written, tracebacks, start_up
+(a Ctrl-C that came while Python itself was starting, before mem's first line ran: Python
+prints that traceback, and no handler of mem's can exist yet; counted apart), unexpected
+errors ("mem: error: unexpected ...") and failed checks. Progress on stderr. Exit status 1
+when anything was lost, half-written, a traceback, an unexpected error or a failed check.
 """
 
 from __future__ import annotations
@@ -167,10 +171,29 @@ FSIZE_PREFIX = (
 
 
 def mem_argv(db: Path, *args: str, fsize: int | None = None) -> list[str]:
-    """The command line of `mem --db DB ARGS` (its files bounded to fsize bytes if given)."""
+    """The command line of `mem --db DB ARGS`: the console script users run, where it is
+    installed beside this Python (its files bounded to fsize bytes if given)."""
     if fsize is not None:
         return [sys.executable, "-c", FSIZE_PREFIX, str(fsize), "--db", str(db), *args]
-    return [sys.executable, "-m", "memcli", "--db", str(db), *args]
+    script = Path(sys.executable).with_name("mem")
+    mem = [str(script)] if script.exists() else [sys.executable, "-m", "memcli"]
+    return [*mem, "--db", str(db), *args]
+
+
+# A frame of mem's own code in a traceback (not the editable install's finder that site
+# runs while Python starts).
+MEM_FRAME = re.compile(r'File "[^"]*/memcli/[^"]*\.py"')
+
+
+def python_start_up(err: str) -> bool:
+    """Whether a traceback is Python's own start-up interrupted (site, .pth files, the
+    console script's imports), before any of mem's code ran, where no handler of mem's can
+    be: what a Ctrl-C in a command's first few tens of milliseconds prints."""
+    return (
+        "Traceback" in err
+        and err.rstrip().endswith("KeyboardInterrupt")
+        and not (MEM_FRAME.search(err))
+    )
 
 
 def fill(folder: Path) -> None:
@@ -356,12 +379,22 @@ class Tally:
     lost: int = 0
     half: int = 0
     tracebacks: int = 0
+    start_up: int = 0  # Ctrl-C tracebacks of Python's own start-up (python_start_up)
     unexpected: int = 0
     failed: int = 0
     notes: list[str] = field(default_factory=list)
 
     def add(self, other: Tally) -> None:
-        for name in ("runs", "faults", "acked", "lost", "half", "tracebacks", "unexpected"):
+        for name in (
+            "runs",
+            "faults",
+            "acked",
+            "lost",
+            "half",
+            "tracebacks",
+            "start_up",
+            "unexpected",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failed += other.failed
         self.notes += other.notes
@@ -418,8 +451,9 @@ class Run:
         self.tally.failed += 1
         self.note(f"FAILED CHECK: {what}")
 
-    def seen(self, name: str, err: str) -> None:
-        self.stderrs.append((name, err))
+    def seen(self, name: str, err: str, interrupted: bool = False) -> None:
+        """A process's stderr; interrupted: it got our Ctrl-C."""
+        self.stderrs.append((name, err, interrupted))
 
     def copy_store(self, into: Path | None = None) -> Path:
         target = into or self.dir
@@ -483,7 +517,8 @@ class Run:
             timer.join()
         done = Done(argv, proc.returncode, out, err, signalled, time.monotonic() - started)
         self.last_seconds = done.seconds
-        self.seen(" ".join(argv[3:6]), err)
+        words = argv[argv.index("--db") + 2 :] if "--db" in argv else argv[:1]
+        self.seen(" ".join(words[:3]), err, interrupted=signalled and sig == signal.SIGINT)
         if signalled:
             self.tally.faults += 1
         return done
@@ -516,8 +551,11 @@ class Run:
                 self.failed(f"mem doctor exit {doctor.code}: {bad or doctor.err.strip()}")
             if follow_up:
                 self.follow_up(db)
-        for name, err in self.stderrs:
-            if "Traceback" in err:
+        for name, err, interrupted in self.stderrs:
+            if interrupted and python_start_up(err):
+                self.tally.start_up += 1
+                self.note(f"PYTHON START-UP interrupted in {name} (no frame of mem's)")
+            elif "Traceback" in err:
                 self.tally.tracebacks += 1
                 self.note(f"TRACEBACK in {name}: {err.strip().splitlines()[-1]}")
             elif re.search(r"mem: error: unexpected|database error:", err):
@@ -577,9 +615,9 @@ class McpSession:
                 time.sleep(0.02)
         return None
 
-    def collect(self) -> str:
+    def collect(self, interrupted: bool = False) -> str:
         err = self.errfile.read_text() if self.errfile.exists() else ""
-        self.run.seen("mem mcp", err)
+        self.run.seen("mem mcp", err, interrupted)
         return err
 
 
@@ -601,6 +639,7 @@ def mcp_retains(
     session = McpSession(run, db)
     acked: list[str] = []
     refused: list[str] = []
+    fired: list[int] = []
 
     async def drive() -> None:
         async with Client(session.params(), read_timeout_seconds=120) as client:
@@ -624,6 +663,7 @@ def mcp_retains(
             try:
                 os.kill(pid, sig)
                 run.tally.faults += 1
+                fired.append(sig)
             except ProcessLookupError:
                 pass
 
@@ -642,7 +682,7 @@ def mcp_retains(
                 kill.cancel()
 
     asyncio.run(main())
-    err = session.collect()
+    err = session.collect(interrupted=signal.SIGINT in fired)
     if err.strip():
         run.note(f"mcp stderr: {err.strip().splitlines()[-1]}")
     return acked, refused
@@ -1086,19 +1126,14 @@ def command_run(
         run.note(f"signal at {moment} {hit}: exit {done.code}, {done.err.strip()[-120:]!r}")
     if sig is None and cmd != "mcp-retain" and done.code != 0:
         run.failed(f"{cmd} without a fault: exit {done.code}: {done.err.strip()}")
-    if (
-        sig == signal.SIGINT
-        and cmd != "mcp-retain"
-        and done.signalled
-        and done.code
-        not in (
-            0,
-            130,
-        )
-    ):
-        # Ctrl-C is a clean stop (130), or too late to matter (0); a one-line error from a
-        # write it cut short is also honest.
-        if not done.said(r"^mem: error: ") or len(done.err.strip().splitlines()) != 1:
+    # Ctrl-C is a clean stop (130), or too late to matter (0), or came before Python's own
+    # handler existed (the signal ended it); a one-line error from a write it cut short is
+    # also honest.
+    stopped = (0, 130, -signal.SIGINT)
+    if sig == signal.SIGINT and cmd != "mcp-retain" and done.signalled and done.code not in stopped:
+        if python_start_up(done.err):
+            pass  # counted apart (Run.finish): no code of mem's had run
+        elif not done.said(r"^mem: error: ") or len(done.err.strip().splitlines()) != 1:
             run.failed(f"Ctrl-C during {cmd}: exit {done.code}: {done.err.strip()[-300:]}")
     tally = run.finish(final)
     litter = [p.name for p in final.parent.glob(".mem.db.*")]
@@ -1689,7 +1724,17 @@ def read_only_run(run: Run) -> Tally:
 
 # -- the table -------------------------------------------------------------------------------
 
-COLUMNS = ["runs", "faults", "acked", "lost", "half", "tracebacks", "unexpected", "failed"]
+COLUMNS = [
+    "runs",
+    "faults",
+    "acked",
+    "lost",
+    "half",
+    "tracebacks",
+    "start_up",
+    "unexpected",
+    "failed",
+]
 
 
 def table(tallies: dict[str, Tally]) -> str:
@@ -1775,7 +1820,7 @@ def main(argv: list[str] | None = None) -> int:
         n
         for t in tallies.values()
         for n in t.notes
-        if re.search(r"LOST|HALF|TRACEBACK|UNEXPECTED|FAILED", n)
+        if re.search(r"LOST|HALF|TRACEBACK|PYTHON START-UP|UNEXPECTED|FAILED", n)
     ]
     if bad:
         print("\nproblems:")
