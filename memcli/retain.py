@@ -37,7 +37,7 @@ from memcli.display import has_visible_text, one_line
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
 from memcli.split import split_text, starts_with_cause
-from memcli.store import FACT_TYPES, Store, StoreError, content_hash, iso
+from memcli.store import FACT_TYPES, InterruptedAfterCommit, Store, StoreError, content_hash, iso
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
 
 
@@ -379,6 +379,7 @@ class Retainer:
         pending = [p for item in items for p in prepare_item(item, self.now, self.settings)]
         self._embed(pending)
         known_bank = self._bank_id
+        counts: dict[str, int] = {}
         try:
             with self.store.atomic():
                 self._drop_stale_ids()
@@ -391,13 +392,19 @@ class Retainer:
                         self.embedder.dim,
                     )
                 counts = self._write(bank_id, items, pending)
+        except InterruptedAfterCommit:
+            self._count_batch(items, counts)  # stored: the interrupted summary says so
+            raise
         except BaseException:
             # Entities of a rolled-back batch do not exist: forget them (and the bank, when
             # this batch made it).
             self._entity_cache.clear()
             self._bank_id = known_bank
             raise
-        # Only now that the transaction committed do the counts become true.
+        self._count_batch(items, counts)
+
+    def _count_batch(self, items: list[RetainItem], counts: dict[str, int]) -> None:
+        """Only once the batch's transaction committed do its counts become true."""
         self.summary.items += len(items)
         if not self.append:
             self._staged_items += sum(1 for item in items if item.document_id is not None)
@@ -440,8 +447,15 @@ class Retainer:
     def _publish(self) -> None:
         if self._staging_bank is None:
             return
-        with self.store.atomic():
-            replaced = self.store.publish_staging(self._staging_bank, self._bank_for_batch())
+        replaced: list[str] = []
+        try:
+            with self.store.atomic():
+                replaced = self.store.publish_staging(self._staging_bank, self._bank_for_batch())
+        except InterruptedAfterCommit:
+            # Swapped in: nothing staged is left to discard, and the summary counts it.
+            self._staging_bank = None
+            self.summary.documents_replaced += len(replaced)
+            raise
         self._staging_bank = None
         self.summary.documents_replaced += len(replaced)
 

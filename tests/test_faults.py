@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from memcli.retain import Retainer, RetainItem
+from memcli.store import Store
 from scripts.faults import (
     Run,
     Sizes,
@@ -318,3 +320,47 @@ def test_doctor_on_a_full_disk_checks_the_store_and_names_the_disk(tmp_path):
         assert "OK    sqlite quick_check" in done.stdout, done.stdout
         assert "OK    facts = FTS rows = vectors: 1 facts" in done.stdout, done.stdout
         assert done.returncode == 1
+
+
+# -- Ctrl-C that arrives while a transaction commits -------------------------------------------
+
+
+def ctrl_c_at_commit(store: Store, number: int) -> None:
+    """A real SIGINT to this process while the store's `number`th commit (counting from 1)
+    is being written: Python raises the KeyboardInterrupt as the COMMIT call returns, the
+    transaction being stored, as a Ctrl-C during a commit's fsync does."""
+    commits = []
+
+    def hook(conn, name, pages):
+        commits.append(pages)
+        if len(commits) == number:
+            os.kill(os.getpid(), signal.SIGINT)
+        return 0  # SQLITE_OK
+
+    store.conn.set_wal_hook(hook)
+
+
+def test_ctrl_c_as_a_batch_commits_counts_the_batch_as_kept(store, embedder):
+    """A Ctrl-C that came while the first batch of 64 committed: 64 items were stored, and
+    the summary said "interrupted: kept 0 items, 0 facts stored" (the fault suite found it,
+    sigint:retain-jsonl). A rerun of undated items without ids would store them twice."""
+    items = [RetainItem(text=f"Line {i} of the garden notebook.") for i in range(100)]
+    ctrl_c_at_commit(store, 1)
+    summary = Retainer(store, "default", embedder).retain(items)
+    stored = store.fact_count()
+    assert summary.interrupted and stored == 64
+    assert (summary.items, summary.facts) == (64, 64), summary.line()
+
+
+def test_ctrl_c_as_a_document_replace_commits_says_it_was_replaced(store, embedder):
+    """A Ctrl-C while the new version of a document was swapped in: it is in the store,
+    and the summary said its items were dropped ("kept 0 items") and no document replaced."""
+    old = [RetainItem(text=f"Old line {i}.", document_id="notes") for i in range(3)]
+    Retainer(store, "default", embedder).retain(old)
+    new = [RetainItem(text=f"New line {i}.", document_id="notes") for i in range(5)]
+    ctrl_c_at_commit(store, 2)  # the first commit stages the new version, the second swaps
+    summary = Retainer(store, "default", embedder).retain(new)
+    texts = set(store.fact_texts(store.bank_id("default")))
+    assert texts == {f"New line {i}." for i in range(5)}
+    assert summary.interrupted
+    assert (summary.items, summary.documents_replaced) == (5, 1), summary.line()

@@ -29,6 +29,7 @@ from memcli.paths import lock_held
 from memcli.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
+    InterruptedAfterCommit,
     StoreBusy,
     StoreError,
     StoreFull,
@@ -536,7 +537,8 @@ class StoreBase:
 
         The outermost level takes the write lock up front (BEGIN IMMEDIATE), so two writers
         queue on the busy timeout instead of failing half way on lock upgrade; inner levels
-        are savepoints. A failed rollback never hides the error that caused it."""
+        are savepoints. A failed rollback never hides the error that caused it. A Ctrl-C
+        that comes as the transaction commits is InterruptedAfterCommit: it is stored."""
         if self.readonly:
             if self.immutable:
                 raise StoreReadOnly(f"{self.path} is read-only: nothing was written")
@@ -560,15 +562,22 @@ class StoreBase:
             raise StoreReadOnly(f"{self.path} is read-only: nothing was written")
         with self._translated():
             self.conn.execute("BEGIN IMMEDIATE")
+            committing = False
             try:
                 yield self.conn
+                committing = True
                 self.conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if self.conn.in_transaction:
                     try:
                         self.conn.execute("ROLLBACK")
                     except apsw.Error:
                         pass
+                elif committing and isinstance(exc, KeyboardInterrupt):
+                    # Ctrl-C during the COMMIT (its fsync) is raised as the call returns:
+                    # the transaction is stored, and callers must not count it as undone
+                    # (a retain said "kept 0 items" of a batch it had stored).
+                    raise InterruptedAfterCommit(*exc.args) from exc
                 self._after_rollback()
                 raise
 

@@ -58,6 +58,12 @@ class StoreReadOnly(StoreError):
     """The file or its folder cannot be written."""
 
 
+class InterruptedAfterCommit(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, SIGHUP) that came while a transaction committed: Python raises it
+    as the COMMIT returns, so the transaction is stored. What counts what was stored must
+    count this one (store/base.py atomic)."""
+
+
 def iso(dt: datetime | None) -> str | None:
     """Stored form of a time: naive UTC, to the second (aware times are converted first)."""
     if dt is None:
