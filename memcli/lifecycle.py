@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from memcli.display import has_visible_text
-from memcli.store import Fact, Store, StoreError, iso
+from memcli.store import Fact, InterruptedAfterCommit, Store, StoreError, iso
 
 # Facts embedded (and committed) per re-embedding batch: small enough that Ctrl-C loses
 # little work, large enough that the per-transaction cost does not matter.
@@ -582,29 +582,36 @@ def reembed(
             blobs = [
                 (r[0], np.asarray(v, dtype=np.float32).tobytes()) for r, v in zip(rows, vectors)
             ]
-            with store.atomic():
-                _still_ours(store, bank_id, wanted)
-                store.stage_vectors(bank_id, blobs)
+            try:
+                with store.atomic():
+                    _still_ours(store, bank_id, wanted)
+                    store.stage_vectors(bank_id, blobs)
+            except InterruptedAfterCommit:
+                embedded += len(rows)  # staged: "so far" counts it
+                raise
             embedded += len(rows)
             last = rows[-1][0]
             if progress:
                 progress(len(rows))
-        with store.atomic():
-            _still_ours(store, bank_id, wanted)
-            # Facts retained since the batches above (another process) are embedded here,
-            # inside the swap's transaction, so no fact is left without a vector.
-            late = store.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
-            if late:
-                vectors = embedder.embed([embedding_text(*r[1:]) for r in late])
-                store.stage_vectors(
-                    bank_id,
-                    [
-                        (r[0], np.asarray(v, dtype=np.float32).tobytes())
-                        for r, v in zip(late, vectors)
-                    ],
-                )
-                embedded += len(late)
-            store.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
+        try:
+            with store.atomic():
+                _still_ours(store, bank_id, wanted)
+                # Facts retained since the batches above (another process) are embedded
+                # here, inside the swap's transaction, so no fact is left without a vector.
+                late = store.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
+                if late:
+                    vectors = embedder.embed([embedding_text(*r[1:]) for r in late])
+                    store.stage_vectors(
+                        bank_id,
+                        [
+                            (r[0], np.asarray(v, dtype=np.float32).tobytes())
+                            for r, v in zip(late, vectors)
+                        ],
+                    )
+                    embedded += len(late)
+                store.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
+        except InterruptedAfterCommit:
+            pass  # swapped in: done, nothing was left to stop (it said "old vectors")
     except KeyboardInterrupt:
         report.interrupted = True
     report.embedded = embedded

@@ -364,3 +364,20 @@ def test_ctrl_c_as_a_document_replace_commits_says_it_was_replaced(store, embedd
     assert texts == {f"New line {i}." for i in range(5)}
     assert summary.interrupted
     assert (summary.items, summary.documents_replaced) == (5, 1), summary.line()
+
+
+def test_ctrl_c_as_a_reembed_swaps_its_vectors_in_says_it_is_done(store, embedder):
+    """A Ctrl-C while reembed swapped the new vectors in: the bank is on the new model, and
+    the report said it was interrupted, "the bank still uses its old vectors"."""
+    from memcli import lifecycle
+    from memcli.models.embedder import load_embedder
+
+    Retainer(store, "default", embedder).retain(
+        [RetainItem(text=f"Note {i} about the harbor ferry.") for i in range(6)]
+    )
+    e5 = load_embedder("e5")
+    ctrl_c_at_commit(store, 3)  # the reembed's start, its one batch, the swap
+    report = lifecycle.reembed(store, "default", e5)
+    name, _ = store.bank_embedder(store.bank_id("default"))
+    assert name == e5.name
+    assert not report.interrupted and report.embedded == 6, report
