@@ -168,8 +168,8 @@ def store_figures(db: Path) -> dict:
 
     with Store(db) as store:
         store.checkpoint()
-        facts = store.fact_count()
-        links = store.link_count()
+        facts = store.facts.fact_count()
+        links = store.links.link_count()
     size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
     return {"facts": facts, "links": links, "bytes": size}
 
@@ -188,7 +188,7 @@ def _source_ids(db: Path) -> list[str]:
     from memcli.store import Store
 
     with Store(db) as store:
-        return list(store.source_ids(store.require_bank("default")).values())
+        return list(store.facts.source_ids(store.banks.require_bank("default")).values())
 
 
 def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
@@ -218,10 +218,10 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
 
     with Store(db) as store:
         with store.atomic():
-            bank = store.ensure_bank("default", datetime(2026, 1, 1))
-            store.ensure_vectors(bank, "random-unit-vectors", None, 384)
+            bank = store.banks.ensure_bank("default", datetime(2026, 1, 1))
+            store.vectors.ensure_vectors(bank, "random-unit-vectors", None, 384)
             for i, obj in enumerate(items[:size]):
-                store.insert_fact(
+                store.facts.insert_fact(
                     bank_id=bank,
                     text=obj["text"],
                     context=obj["context"],
@@ -239,23 +239,23 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
                     embedding=unit(),
                     now=datetime(2026, 1, 1),
                 )
-        ids = store.fact_ids_of_bank(bank)
+        ids = store.facts.fact_ids_of_bank(bank)
         top = max(ids)
 
         def fresh_scan() -> None:
-            store.__dict__.pop("_scans", None)
-            store._bank_scan(bank)
+            store.vectors.forget_scans()
+            store.vectors._bank_scan(bank)
 
         def semantic_arm() -> None:
             vec = unit()
             for fact_type in ("world", "experience", "observation"):
-                store.nearest(bank, vec, 300, fact_type)
+                store.vectors.nearest(bank, vec, 300, fact_type)
 
         def link_batch() -> None:
-            store.__dict__.pop("_scans", None)
+            store.vectors.forget_scans()
             vectors = np.stack([unit() for _ in range(64)])
             new_ids = [top + 1 + i for i in range(64)]
-            store.nearest_earlier([bank], new_ids, vectors, 50, set(), 0.7)
+            store.vectors.nearest_earlier([bank], new_ids, vectors, 50, set(), 0.7)
 
         window = ids[: len(ids) // 5]
         sample = ids[:: max(1, len(ids) // 100)][:100]
@@ -264,9 +264,11 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
             "scan_ms": cpu_ms(fresh_scan),
             "semantic_arm_ms": cpu_ms(semantic_arm),
             "links_ms_per_fact": cpu_ms(link_batch, 3) / 64,
-            "temporal_pool_ms": cpu_ms(lambda: store.nearest_among(bank, unit(), window, 60)),
+            "temporal_pool_ms": cpu_ms(
+                lambda: store.vectors.nearest_among(bank, unit(), window, 60)
+            ),
             "time_neighbours_ms": cpu_ms(
-                lambda: [store.time_neighbours(i, 10, 168.0, 0.3) for i in sample], 3
+                lambda: [store.links.time_neighbours(i, 10, 168.0, 0.3) for i in sample], 3
             )
             / len(sample),
         }
@@ -393,8 +395,8 @@ def check_links(db: Path, sample: int, rng: random.Random) -> None:
     s = RetainSettings()
     k, floor = s.semantic_link_top, s.semantic_link_floor
     with Store(db) as store:
-        bank = store.require_bank("default")
-        ids, vectors = store.bank_vectors(bank)
+        bank = store.banks.require_bank("default")
+        ids, vectors = store.vectors.bank_vectors(bank)
         order = np.argsort(ids)
         ids, vectors = ids[order], vectors[order]
         picked = sorted(rng.sample(range(len(ids) // 10, len(ids)), sample))
@@ -410,13 +412,13 @@ def check_links(db: Path, sample: int, rng: random.Random) -> None:
             ("every distance", lambda dim, floor: dim),
         ):
             vec_mod.hamming_reach = reach
-            store.forget_scans()  # each variant reads its floats itself
-            store.prepare_vector_search(bank)
+            store.vectors.forget_scans()  # each variant reads its floats itself
+            store.vectors.prepare_vector_search(bank)
             try:
                 found: list[set[int]] = []
                 c0 = time.process_time()
                 for i in picked:  # one fact at a time, each with only earlier facts
-                    got = store.nearest_earlier(
+                    got = store.vectors.nearest_earlier(
                         [bank], [int(ids[i])], vectors[i : i + 1], k, set(), floor
                     )
                     found.append({f for f, _ in got[0]})

@@ -24,6 +24,7 @@ _mem() {
             ":import") path="import" ;;
             ":reembed") path="reembed" ;;
             ":banks") path="banks" ;;
+            ":sync") path="sync" ;;
             ":mcp") path="mcp" ;;
             ":doctor") path="doctor" ;;
             ":config") path="config" ;;
@@ -39,7 +40,7 @@ _mem() {
     case "$path" in
         "")
             opts="--db --bank --version"
-            subs="retain recall stats bench list show forget correct export import reembed banks mcp doctor config models"
+            subs="retain recall stats bench list show forget correct export import reembed banks sync mcp doctor config models"
             case "$prev" in
                 --db) files=1 ;;
                 --bank) choices=__value__ ;;
@@ -153,10 +154,11 @@ _mem() {
             esac
             ;;
         "import")
-            opts="--into --reembed --embedder --json"
+            opts="--into --reembed --embedder --json --from"
             case "$prev" in
                 --into) choices=__value__ ;;
                 --embedder) choices=__value__ ;;
+                --from) choices="chatgpt claude mem0 mcp-memory jsonl" ;;
             esac
             [[ -z "$choices" ]] && files=${files:-args}
             ;;
@@ -173,6 +175,14 @@ _mem() {
                 --delete) choices=__value__ ;;
                 --format) choices="text json jsonl" ;;
             esac
+            ;;
+        "sync")
+            opts="--glob --watch --dry-run --allow-empty --json --embedder"
+            case "$prev" in
+                --glob) choices=__value__ ;;
+                --embedder) files=1 ;;
+            esac
+            [[ -z "$choices" ]] && files=${files:-args}
             ;;
         "mcp")
             opts=""

@@ -22,7 +22,7 @@ function __mem_path
     test "$a" = "$b"
 end
 
-set -g __mem_commands 'retain' 'recall' 'stats' 'bench' 'list' 'show' 'forget' 'correct' 'export' 'import' 'reembed' 'banks' 'mcp' 'doctor' 'config' 'config path' 'config show' 'config set' 'config unset' 'models' 'models add'
+set -g __mem_commands 'retain' 'recall' 'stats' 'bench' 'list' 'show' 'forget' 'correct' 'export' 'import' 'reembed' 'banks' 'sync' 'mcp' 'doctor' 'config' 'config path' 'config show' 'config set' 'config unset' 'models' 'models add'
 complete -c mem -f
 complete -c mem -n '__mem_path' -a retain -d 'Remember text: split it into facts, find entities and dates, link and embed them.'
 complete -c mem -n '__mem_path' -a recall -d 'Recall the memories that best answer QUERY, sized to a token budget.'
@@ -33,9 +33,10 @@ complete -c mem -n '__mem_path' -a show -d 'Show memories whole: times, validity
 complete -c mem -n '__mem_path' -a forget -d 'Forget memories for good: removed from every table in one transaction.'
 complete -c mem -n '__mem_path' -a correct -d 'Correct a memory: store the new text, close the old fact (kept for --as-of).'
 complete -c mem -n '__mem_path' -a export -d 'Export a bank as JSONL: every fact, document, chunk, entity and link, with ids.'
-complete -c mem -n '__mem_path' -a import -d 'Import a `mem export` file into a new bank, in one transaction (all or nothing).'
+complete -c mem -n '__mem_path' -a import -d 'Import a `mem export` file into a new bank, in one transaction (all or nothing); or, with...'
 complete -c mem -n '__mem_path' -a reembed -d 'Re-embed every fact of the bank with another model, in resumable batches.'
 complete -c mem -n '__mem_path' -a banks -d 'List the banks (facts, documents, embedder, dates), rename or delete one.'
+complete -c mem -n '__mem_path' -a sync -d 'Keep the bank in step with folders of notes (Markdown and text files).'
 complete -c mem -n '__mem_path' -a mcp -d 'Serve mem to an AI agent over the Model Context Protocol (stdio).'
 complete -c mem -n '__mem_path' -a doctor -d 'Check the store (quick_check, FTS5 index, facts = FTS rows = vectors, orphan rows), each bank\'s...'
 complete -c mem -n '__mem_path' -a config -d 'Show or change mem\'s settings file (TOML). Precedence: flag > MEM_* env > file > default.'
@@ -126,6 +127,7 @@ complete -c mem -n '__mem_path import' -l into -x -d 'Bank to create (default: m
 complete -c mem -n '__mem_path import' -l reembed -d 'Compute vectors again (do not use the file\'s).'
 complete -c mem -n '__mem_path import' -l embedder -x -d 'Model for the bank (default: the one the file names).'
 complete -c mem -n '__mem_path import' -l json -d 'Print the result as JSON.'
+complete -c mem -n '__mem_path import' -l from -x -a 'chatgpt claude mem0 mcp-memory jsonl' -d 'Read another tool\'s export into the bank (--into, else mem --bank), a conversation per document...'
 complete -c mem -n '__mem_path import' -F
 complete -c mem -n '__mem_path reembed' -l embedder -x -d 'GGUF embedding model (default: $MEM_EMBEDDER or MiniLM).'
 complete -c mem -n '__mem_path reembed' -l json -d 'Print the result as JSON.'
@@ -133,6 +135,13 @@ complete -c mem -n '__mem_path banks' -l rename -x -d 'Rename bank OLD to NEW.'
 complete -c mem -n '__mem_path banks' -l delete -x -d 'Delete a bank and all it holds.'
 complete -c mem -n '__mem_path banks' -l yes -s y -d 'Do not ask for confirmation.'
 complete -c mem -n '__mem_path banks' -l format -x -a 'text json jsonl' -d 'text, json or jsonl.'
+complete -c mem -n '__mem_path sync' -l glob -x -d 'Which files (repeatable, gitignore-style wildcards, relative to each folder). Default: **/*.md...'
+complete -c mem -n '__mem_path sync' -l watch -d 'Then follow changes until Ctrl-C.'
+complete -c mem -n '__mem_path sync' -l dry-run -d 'Print what would be added, replaced and forgotten.'
+complete -c mem -n '__mem_path sync' -l allow-empty -d 'Let a folder with no matching file forget every document synced from it.'
+complete -c mem -n '__mem_path sync' -l json -d 'Print each folder\'s result as a JSON line.'
+complete -c mem -n '__mem_path sync' -l embedder -r -F -d 'Embedding model for a new bank: e5, minilm or a GGUF path.'
+complete -c mem -n '__mem_path sync' -F
 complete -c mem -n '__mem_path doctor' -l format -x -a 'text json' -d 'text or json.'
 complete -c mem -n '__mem_path config' -a path -d 'Print where the settings file is (or would be): $MEM_CONFIG, else the user config dir.'
 complete -c mem -n '__mem_path config' -a show -d 'Show every setting, its value and where it comes from (flag, env, config, default).'

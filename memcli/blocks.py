@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta
 from memcli import tokens
 from memcli.clock import utc_to_local
 from memcli.display import one_line
-from memcli.store import Fact
+from memcli.store.types import Fact
 
 
 def fact_date(fact: Fact) -> str:

@@ -21,18 +21,23 @@ from memcli import __version__
 from memcli.bench.command import bench as bench_command
 from memcli.cliparams import install as install_plain_params
 from memcli.cliutil import (
+    STDIN_CLOSED,
     Budget,
     TagsMatch,
     configured,
+    echo_after_commit,
+    errors,
     exit_interrupted,
     fail,
+    fail_error,
     info,
     interrupt_reported,
-    load_bank_embedder_or_fail,
-    open_store,
+    require_store,
     state,
 )
+from memcli.cliutil import memory as cli_memory
 from memcli.commands import register_commands
+from memcli.errors import MemError
 from memcli.helpstyle import add_examples, plain_value_names
 from memcli.paths import file_identity, is_store_file
 
@@ -61,7 +66,7 @@ def version_callback(value: bool) -> None:
 def main_options(
     ctx: typer.Context,
     db: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--db",
             metavar="FILE",
@@ -91,7 +96,13 @@ def main_options(
         # only keeps the global flags for `mem config show`.
         state.flags = {"db": str(db) if db else None, "bank": bank}
         return
-    state.db = Path(configured("db", str(db) if db else None)).expanduser()
+    from memcli.paths import store_location_problem
+
+    if db is not None and not db.strip():
+        fail("--db: the value is empty", 2)
+    if db is not None and store_location_problem(db):
+        fail(f"--db: {store_location_problem(db)}", 2)
+    state.db = Path(configured("db", db or None)).expanduser()
     state.bank = configured("bank", bank)
     from memcli.labels import bank_name_problem
 
@@ -105,7 +116,7 @@ def main_options(
 
         problem = busy_timeout_problem(busy)
         if problem:
-            fail(f"$MEM_BUSY_TIMEOUT_MS: {problem}", 2)
+            fail(f"$MEM_BUSY_TIMEOUT_MS: {problem}")  # a setting, not a usage error
     threads = configured("threads")
     if state.sources["threads"].source.startswith("config"):
         # The embedder reads MEM_THREADS when llama.cpp loads (memcli/models/embedder.py).
@@ -119,15 +130,40 @@ def main_options(
 def _read_bytes(path: Path) -> tuple[bytes, str]:
     """A file's bytes ('-': stdin's) and its name for messages."""
     if str(path) == "-":
-        if stdin_closed():
+        if state.stdin_closed:
             fail(STDIN_CLOSED, 2)
         return sys.stdin.buffer.read(), "stdin"
     if is_store_file(path, state.db):
         fail(f"{path} is the store itself (or its log), not input to read")
     try:
         return path.read_bytes(), str(path)
+    except IsADirectoryError:
+        fail(f"{path} is a folder: `mem sync {path}` keeps a folder and the bank in step")
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror}")
+
+
+def _file_document(
+    path: Path, defaults: dict[str, Any], document: str | None, supersedes: int | None
+) -> Any:
+    """A --file as a document (memcli/sources/documents.py): its resolved path is its
+    document unless --document names one (a correction, --supersedes, has none)."""
+    from memcli.retain import RetainError
+    from memcli.sources.documents import file_document
+    from memcli.sources.markdown import NoteError
+
+    data, name = _read_bytes(path)
+    try:
+        body = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        fail(f"{name} is not UTF-8 text (bad byte at offset {exc.start})")
+    doc_id = document
+    if doc_id is None and supersedes is None:
+        doc_id = str(path.resolve())
+    try:
+        return file_document(str(path), data, body, defaults, doc_id)
+    except (NoteError, RetainError) as exc:
+        fail(str(exc))
 
 
 def _read_text_file(path: Path) -> str:
@@ -195,34 +231,20 @@ def retain(
     ] = None,
 ) -> None:
     """Remember text: split it into facts, find entities and dates, link and embed them."""
+    from memcli import progress as progress_mod
+    from memcli import render
     from memcli.ingest import InputError, decode_lines, items_from_jsonl, items_from_text
-    from memcli.labels import label_problem
-    from memcli.retain import Retainer, RetainError
-    from memcli.timeparse import parse_when
 
-    try:
-        when = parse_when(at) if at is not None else None
-    except ValueError as exc:
-        fail(f"--at: {exc}", 2)
-    from memcli.clock import utcnow
-    from memcli.store import FACT_TYPES
-
-    if supersedes is not None and when is not None and when > utcnow():
-        # As `mem correct --at`: a correction in the future would leave both current.
-        fail(f"--at {at} is in the future: a correction is made now or was made earlier", 2)
-    if fact_type is not None and fact_type not in FACT_TYPES:
-        fail(f"--type: unknown type {fact_type!r} (use {', '.join(FACT_TYPES)})", 2)
-    for flag, value in [("--tag", t) for t in tag or []] + [("--document", document)]:
-        problem = label_problem(value) if value is not None else None
-        if problem:
-            fail(f"{flag} {value!r} {problem}", 2)
-    defaults: dict[str, Any] = {
-        "timestamp": when,
-        "context": context,
-        "tags": list(tag or []),
-        "fact_type": fact_type,
-        "document_id": document,
-    }
+    memory = cli_memory(embedder)
+    with errors():
+        defaults = memory.item_defaults(
+            at=at,
+            context=context,
+            tags=tag,
+            type=fact_type,
+            document_id=document,
+            supersedes=supersedes,
+        )
     if text and "-" in text and text != ["-"]:
         fail("'-' reads the text from stdin: give it alone, not with other words", 2)
     from_stdin = (
@@ -241,10 +263,16 @@ def retain(
                 texts.append((_read_text_file(Path("-")), None))
             else:
                 texts.append((" ".join(text), None))
+        file_docs = []
         for path in file or []:
-            texts.append((_read_text_file(path), str(path)))
+            if str(path) == "-":
+                texts.append((_read_text_file(path), str(path)))
+            else:
+                file_docs.append(_file_document(path, defaults, document, supersedes))
         for body, origin in texts:
             items.append(items_from_text(body, origin, defaults))
+        for doc in file_docs:
+            items.extend(doc.items)
         for path in jsonl or []:
             if not path:
                 fail("--jsonl needs a file path, or - for stdin", 2)
@@ -257,7 +285,7 @@ def retain(
             items.extend(batch)
             invalid += skipped
     except InputError as exc:
-        fail(str(exc))
+        fail_error(exc)
     if not items:
         skipped = f" ({invalid} invalid lines skipped)" if invalid else ""
         if jsonl and not text and not file and not invalid:
@@ -268,96 +296,33 @@ def retain(
             f"nothing to retain{skipped}: give text, '-' for stdin, --file or --jsonl",
             1 if given else 2,
         )
-    if supersedes is not None and len(items) > 1:
-        # One correction is one item: the second of two was stored as a plain new fact.
-        fail(
-            f"--supersedes corrects a fact with one item, not {len(items)}: give one text "
-            "(or one --jsonl line)",
-            2,
+    with errors(), progress_mod.bar(len(items), "retaining") as advance:
+        result = memory.retain(
+            items=items,
+            documents=file_docs,
+            supersedes=supersedes,
+            append=append,
+            hints=as_json,
+            invalid=invalid,
+            progress=advance,
         )
-    if append:
-        loose = next((i for i, item in enumerate(items, start=1) if not item.document_id), None)
-        if loose is not None:
-            fail(
-                f"--append adds to documents, but item {loose} has none: give --document ID "
-                "(or a document_id on every --jsonl line)",
-                2,
-            )
-
-    from memcli import lifecycle
-    from memcli import progress as progress_mod
-    from memcli.store import StoreError
-
-    item_texts = [item.text for item in items]
-    model = None
-    if not state.db.expanduser().exists():
-        # No store yet: what can fail without one fails before one is made.
-        if supersedes is not None:
-            fail(f"no fact {supersedes} in bank {state.bank!r}; nothing stored")
-        model = load_bank_embedder_or_fail(None, state.bank, embedder, item_texts)
-    store = open_store(create=True)
-    try:
-        if model is None or store.bank_id(state.bank) is not None:
-            # (a bank another process made meantime has its own embedder)
-            model = load_bank_embedder_or_fail(store, state.bank, embedder, item_texts)
-        retainer = Retainer(store, state.bank, model, keep_stored=as_json, append=append)
-        retainer.summary.invalid = invalid
-        with progress_mod.bar(len(items), "retaining") as advance:
-            if supersedes is None:
-                summary = retainer.retain(items, advance)
-            else:
-                old = lifecycle.current_fact(store, state.bank, supersedes)
-                if (
-                    not append
-                    and old.document_id is not None
-                    and any(item.document_id == old.document_id for item in items)
-                ):
-                    # The replace would delete the fact this corrects, in the same write.
-                    fail(
-                        f"fact {supersedes} is part of document {old.document_id!r}, which this "
-                        "retain replaces: give --append to add the correction to it, or retain "
-                        "the document again without --supersedes",
-                        2,
-                    )
-                items = lifecycle.as_corrections(store, old, items)
-                summary, _ = lifecycle.retain_superseding(store, old, retainer, items, advance)
-        if as_json:
-            lifecycle.note_possible_supersessions(store, state.bank, summary.stored)
-    except (RetainError, StoreError, lifecycle.LifecycleError) as exc:
-        fail(str(exc))
-    finally:
-        store.close()
+    memory.close()
+    for label in result.unchanged:
+        info(f"mem: {label} is as it was retained: skipped")
+    if result.unchanged and not result.summary.items:
+        info("nothing new to retain: every file is as it was retained")
+        return
     if as_json:
-        from memcli import render
-
-        typer.echo(render.dumps(render.retain_json_obj(summary)))
-    from memcli.models.choice import language_warning
-
-    warning = language_warning(model, item_texts, state.bank)
-    if warning:
-        info(f"mem: warning: {warning}")
-    info(summary.line())
-    if summary.interrupted:
+        echo_after_commit(render.dumps(result.to_json()), result.line())
+    if result.warning:
+        info(f"mem: warning: {result.warning}")
+    info(result.line())
+    if result.interrupted:
         exit_interrupted()
 
 
 # --------------------------------------------------------------------------------------------
 # recall
-
-
-def _load_reranker(path: str | None, enabled: bool):
-    if not enabled:
-        return None
-    path = configured("reranker", path)
-    if not path:
-        return None
-    from memcli.models import ModelError
-    from memcli.models.reranker import load_reranker
-
-    try:
-        return load_reranker(path)
-    except ModelError as exc:
-        fail(str(exc))
 
 
 def _preload_query_embedder(flag: str | None, arms: str | None) -> None:
@@ -450,12 +415,8 @@ def recall(
 ) -> None:
     """Recall the memories that best answer QUERY, sized to a token budget."""
     from memcli import render
-    from memcli.display import NO_WORDS, has_searchable_text, has_visible_text
-    from memcli.recall import ARMS, RecallError, RecallOptions, validate
-    from memcli.recall import recall as run_recall
+    from memcli.display import has_visible_text
     from memcli.recall.pipeline import collector_paused
-    from memcli.store import StoreError
-    from memcli.timeparse import parse_when
 
     if (query is None) == (batch is None):
         fail("give a QUERY or --batch (one of them)", 2)
@@ -464,92 +425,60 @@ def recall(
     budget = Budget(configured("budget", budget.value if budget else None))
     max_tokens = configured("max_tokens", max_tokens)
     output = OutputFormat(configured("format", output.value if output else None))
-    try:
-        base = RecallOptions(
-            budget=budget.value,
+    memory = cli_memory(embedder, None if no_rerank else configured("reranker", reranker))
+    with errors():
+        base = memory.recall_options(
+            budget=budget,
             max_tokens=max_tokens,
             limit=limit,
-            types=fact_type or None,
-            tags=tag or None,
-            tags_match=tags_match.value,
-            now=parse_when(now) if now is not None else None,
+            types=fact_type,
+            tags=tag,
+            tags_match=tags_match,
+            now=now,
+            as_of=as_of,
             include_chunks=include_chunks,
             max_chunk_tokens=max_chunk_tokens,
             rerank=not no_rerank,
             boosts=not no_boosts,
-            arms=tuple(a.strip() for a in arms.split(",")) if arms is not None else ARMS,
+            arms=[a.strip() for a in arms.split(",")] if arms is not None else None,
             min_score=min_score,
         )
-    except ValueError as exc:
-        fail(f"--now: {exc}", 2)
-    try:
-        validate(base)  # a bad option value is a usage error (exit 2), found before any work
-    except RecallError as exc:
-        fail(str(exc), 2)
     if query is not None and not has_visible_text(query):
         bad = _undecodable_input()  # $'\xff' reaches Python as a lone surrogate, no letter
-        fail(
-            f"{bad} is not valid UTF-8 text"
-            if bad
-            else "the query is empty or only spaces and control characters",
-            2,
-        )
-    if query is not None and not has_searchable_text(query):
-        fail(NO_WORDS, 2)
-    try:
-        base.as_of = parse_when(as_of) if as_of is not None else None
-    except ValueError as exc:
-        fail(f"--as-of: {exc}", 2)
-    store = open_store(create=False)
-    model_cache: dict[str, Any] = {}
-
-    def bank_model(bank: str):
-        """The bank's own embedder (or --embedder / MEM_EMBEDDER), loaded on first need."""
-        if bank not in model_cache:
-            model_cache[bank] = load_bank_embedder_or_fail(store, bank, embedder)
-        return model_cache[bank]
-
-    cross = _load_reranker(reranker, not no_rerank)
-    try:
+        if bad:
+            fail(f"{bad} is not valid UTF-8 text", 2)
+    # A person at a terminal who mistyped --db hears so (an agent, through MCP, gets no
+    # memories: memcli/memory.py).
+    require_store(memory)
+    with errors():
         if batch is not None:
             from memcli.ingest import InputError, recall_requests
 
             try:
                 requests = recall_requests(_read_text_file(Path(batch)), base, state.bank)
             except InputError as exc:
-                fail(str(exc))
+                fail_error(exc)
             for number, (_, bank, _, _) in enumerate(requests, start=1):
                 try:  # every bank before the first answer, as every line's syntax is
-                    store.require_bank(bank)
-                except StoreError as exc:
+                    memory.require_bank(bank)
+                except MemError as exc:
                     fail(f"--batch request {number}: {exc}; nothing was recalled")
             for request_id, bank, q, options in requests:
                 # The collector stays off through the answer's JSON too: started between the
                 # recall and its output, it scanned the thousands of objects the recall
                 # left (~1 ms a query).
                 with collector_paused():
-                    result = run_recall(
-                        store,
-                        bank,
-                        q,
-                        options,
-                        embedder=lambda b=bank: bank_model(b),
-                        reranker=cross,
-                    )
-                    line = render.dumps({"id": request_id, **render.to_json_obj(result, trace)})
+                    result = memory.recall_with(q, options, bank=bank)
+                    line = render.dumps({"id": request_id, **result.to_json(trace)})
                     del result
                 typer.echo(line)
+            memory.close()
             return
-        result = run_recall(
-            store, state.bank, query, base, embedder=lambda: bank_model(state.bank), reranker=cross
-        )
-    except (RecallError, StoreError) as exc:
-        fail(str(exc))
-    finally:
-        store.close()
+        result = memory.recall_with(query, base)
+    memory.close()
 
     if output is OutputFormat.json:
-        obj = render.to_json_obj(result, trace)
+        obj = result.to_json(trace)
         if trace:
             obj["trace"]["sources"] = render.sources_json(state.sources)
         typer.echo(render.dumps(obj))
@@ -627,17 +556,14 @@ def stats(
     """Show the banks in the database and how much each holds."""
     from memcli.display import memory_days
 
-    store = open_store(create=False)
-    try:
-        rows = store.bank_stats()
-        meta = {"db": str(store.path), "embedder": store.get_meta("embedder")}
-    finally:
-        store.close()
+    with errors():
+        stats = cli_memory().stats()
+    rows = stats.banks
     days = [memory_days(r) for r in rows]
     if as_json:
-        typer.echo(json.dumps({**meta, "banks": rows}))
+        typer.echo(json.dumps(stats.to_json()))
         return
-    typer.echo(meta["db"])
+    typer.echo(stats.db)
     for r, span in zip(rows, days):
         fp = f" ({r['embedder_fingerprint'][:12]})" if r["embedder_fingerprint"] else ""
         typer.echo(
@@ -724,9 +650,9 @@ def exit_now(code: object) -> NoReturn:
         print(code, file=sys.stderr)
         status = 1
     atexit._run_exitfuncs()
-    if "apsw" in sys.modules:
-        for conn in sys.modules["apsw"].connections():
-            conn.close()
+    store = sys.modules.get("memcli.store")  # loaded when a command opened a store
+    if store is not None:
+        store.close_all_connections()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -781,19 +707,8 @@ def _stdout_reader_gone() -> bool:
     return now is not None and now != _stdout_at_start and now == file_identity(os.devnull)
 
 
-_stdout_was_closed = False
-_stdin_was_closed = False
-STDIN_CLOSED = "'-' reads stdin, which is closed: give a file instead"
-
-
-def stdin_closed() -> bool:
-    """Whether the caller closed stdin (`<&-`): sys.stdin is then an empty stand-in."""
-    return _stdin_was_closed
-
-
-def stdout_closed() -> bool:
-    """Whether the caller closed stdout (`>&-`): what is written there goes nowhere."""
-    return _stdout_was_closed
+# The commands whose results are their output (`export` has -o, and says so itself).
+RESULT_COMMANDS = frozenset({"recall", "list", "show", "stats", "banks", "doctor"})
 
 
 def _writable(fd: int) -> bool:
@@ -854,10 +769,9 @@ def main() -> None:
         # COLUMNS=0 made --help print nothing (rich laid it out in no width): the terminal's
         # own width is asked instead.
         del os.environ["COLUMNS"]
-    global _stdout_was_closed, _stdin_was_closed
-    _stdout_was_closed = sys.stdout is None
-    _stdin_was_closed = sys.stdin is None
-    if _stdin_was_closed:
+    state.stdout_closed = sys.stdout is None
+    state.stdin_closed = sys.stdin is None
+    if state.stdin_closed:
         # Closed by the caller (`<&-`, a service without one): Python leaves it None, and
         # a question or a read of '-' failed with "unexpected AttributeError". It reads as
         # empty and is not a terminal; '-' names it closed (STDIN_CLOSED).
@@ -870,6 +784,11 @@ def main() -> None:
             # a stderr opened for reading only (`2</dev/null`); results on such a stdout
             # are not delivered, which is an error.
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+    command = invoked_command(sys.argv[1:])
+    if state.stdout_closed and command in RESULT_COMMANDS and "--help" not in sys.argv:
+        # Their results are the point: exit 0 having printed nothing read as "no memories".
+        typer.echo("mem: error: stdout is closed: nothing would receive the results", err=True)
+        exit_now(1)
     click_error, click_abort = _click_exceptions()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
@@ -877,7 +796,7 @@ def main() -> None:
         if signal.getsignal(stop) is signal.SIG_DFL:  # not one nohup or a parent ignores
             signal.signal(stop, _on_stop)
     try:
-        with only_command(invoked_command(sys.argv[1:])):
+        with only_command(command):
             # Not standalone: a usage error comes here as an exception, to be printed as
             # one line instead of typer's framed box; --help and typer.Exit return a code.
             code = app(standalone_mode=False)

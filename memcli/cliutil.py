@@ -7,15 +7,21 @@ other. Only typer and the standard library at import time: the CLI imports this 
 
 from __future__ import annotations
 
-from enum import Enum
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
+# The enums every command's options take (defined once, memcli/enums.py; re-exported).
+from memcli.enums import Budget as Budget
+from memcli.enums import FactType as FactType
+from memcli.enums import TagsMatch as TagsMatch
+
 if TYPE_CHECKING:
-    from memcli.models.embedder import Embedder
-    from memcli.store import Store
+    from memcli.memory import Memory
 
 
 class State:
@@ -30,6 +36,10 @@ class State:
     # The global flags as given (None: not given), for commands that resolve settings
     # themselves (`mem config show`).
     flags: dict[str, Any]
+    # Whether the caller closed stdin or stdout (`<&-`, `>&-`): Python leaves them None,
+    # and main() puts the null device in their place (memcli/cli.py).
+    stdin_closed: bool = False
+    stdout_closed: bool = False
 
     def __init__(self) -> None:
         self.sources = {}
@@ -37,6 +47,8 @@ class State:
 
 
 state = State()
+
+STDIN_CLOSED = "'-' reads stdin, which is closed: give a file instead"
 
 
 def configured(name: str, flag: Any = None) -> Any:
@@ -73,20 +85,42 @@ def interrupt_reported() -> bool:
     return _interrupt_reported
 
 
-class TagsMatch(str, Enum):
-    """How --tag filters (recall, list, forget): see memcli/store/search.py."""
-
-    any = "any"
-    all = "all"
-    any_strict = "any_strict"
-    all_strict = "all_strict"
-    exact = "exact"
-
-
-class Budget(str, Enum):
-    low = "low"
-    mid = "mid"
-    high = "high"
+# How the CLI names the library's arguments in its messages (MemError.field and the
+# "{name}" mentions): its flags. A command whose flag differs says so (forget's --before).
+FLAGS = {
+    "append": "--append",
+    "arms": "--arms",
+    "as_of": "--as-of",
+    "at": "--at",
+    "bank": "--bank",
+    "before": "--before",
+    "budget": "--budget",
+    "context": "--context",
+    "document_id": "--document",
+    "embedder": "--embedder",
+    "fact_id": "FACT_ID",
+    "ids": "ids",
+    "include_invalid": "--include-invalid",
+    "into": "--into",
+    "items": "--jsonl",
+    "limit": "--limit",
+    "max_chunk_tokens": "--max-chunk-tokens",
+    "max_tokens": "--max-tokens",
+    "min_score": "--min-score",
+    "now": "--now",
+    "offset": "--offset",
+    "query": "--query",
+    "reembed": "--reembed",
+    "since": "--since",
+    "source_id": "--source-id",
+    "supersedes": "--supersedes",
+    "tags": "--tag",
+    "tags_match": "--tags-match",
+    "text": "TEXT",
+    "type": "--type",
+    "types": "--type",
+    "until": "--until",
+}
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -95,57 +129,90 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def flag_of(field: str, renames: dict[str, str] | None = None) -> str:
+    """The CLI's name for a library argument."""
+    if renames and field in renames:
+        return renames[field]
+    return FLAGS.get(field, field)
+
+
+def fail_error(exc: Exception, renames: dict[str, str] | None = None) -> NoReturn:
+    """A library error as `mem: error: ...`: its fields named as flags, exit 2 for a usage
+    error and 1 for the rest."""
+    from memcli.errors import MemError
+
+    if isinstance(exc, MemError):
+        fail(exc.describe(lambda field: flag_of(field, renames)), 2 if exc.usage else 1)
+    fail(str(exc))
+
+
+@contextmanager
+def errors(renames: dict[str, str] | None = None) -> Iterator[None]:
+    """The library's errors as one-line exits (see fail_error)."""
+    from memcli.errors import MemError
+
+    try:
+        yield
+    except MemError as exc:
+        fail_error(exc, renames)
+
+
+def require_store(memory: Memory) -> None:
+    """A command whose answer from a store not made yet would be "nothing" (recall, list,
+    banks) says so instead: at a terminal, that is a mistyped --db more often than not."""
+    if not memory.exists():
+        fail(f"no mem store at {memory.db} (run `mem retain` first)")
+
+
+def memory(embedder: str | None = None, reranker: str | None = None) -> Memory:
+    """The Memory of this command line: --db, --bank and the settings (flag > MEM_* > config
+    file > default); --embedder and --reranker where a command has them."""
+    from memcli.memory import Memory
+
+    with errors():
+        return Memory(
+            state.db,
+            state.bank,
+            embedder=configured("embedder", embedder),
+            reranker=reranker,
+            budget=configured("budget"),
+            max_tokens=configured("max_tokens"),
+        )
+
+
+def echo_after_commit(text: str, done: str) -> None:
+    """Print a write command's result once its write has committed. A stdout that cannot
+    take it (a full disk, /dev/full) is an error that says the write was made, so a retry
+    does not store it twice at a new time; a reader that went away is not (EPIPE ends the
+    run quietly, as for every command)."""
+    import sys
+
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        try:  # what could not be written must not be tried again at exit
+            sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError:
+            pass
+        fail(
+            f"{done}, but the output could not be written ({exc.strerror or exc}); it is "
+            "stored: do not run it again"
+        )
+
+
 def describe_unexpected(exc: BaseException) -> str:
     """One line for an error no command anticipated: what SQLite or the OS said, plainly."""
+    import sys
+
     name = type(exc).__name__
     if isinstance(exc, OSError) and exc.strerror:
         where = f" {exc.filename}" if exc.filename else ""
         return f"{exc.strerror}{where}"
-    module = type(exc).__module__
-    if module == "apsw" or name.endswith("Error") and "apsw" in module:
+    store = sys.modules.get("memcli.store")  # a database error comes from a loaded store
+    if store is not None and store.is_database_error(exc):
         return f"database error: {exc}"
     text = " ".join(str(exc).split()) or "no details"
     return f"unexpected {name}: {text} (run with MEM_DEBUG=1 for a traceback)"
-
-
-def open_store(create: bool, readonly: bool = False) -> Store:
-    """The store at --db, or a one-line error exit (not a store, locked, unreadable...)."""
-    from memcli.store import Store, StoreError
-
-    try:
-        return Store(state.db, create=create, readonly=readonly)
-    except StoreError as exc:
-        fail(str(exc))
-    except Exception as exc:  # apsw errors on unreadable files, permissions, ...
-        fail(f"cannot open {state.db}: {exc}")
-
-
-def load_bank_embedder_or_fail(
-    store: Store | None, bank: str, flag: str | None = None, texts: list[str] | None = None
-) -> Embedder:
-    """The embedder for a bank: --embedder (flag) > the `embedder` setting (MEM_EMBEDDER, the
-    config file) > the model the bank was made with > for a new bank, the one its first texts
-    suit (memcli/models/choice.py: mostly CJK -> multilingual e5). store None: no store yet,
-    so a new bank. One-line error exit."""
-    from memcli.models import ModelError, choice
-    from memcli.models.embedder import load_embedder
-
-    override = configured("embedder", flag)
-    bank_id = store.bank_id(bank) if store is not None else None
-    recorded = store.bank_embedder(bank_id)[0] if bank_id is not None else None
-    try:
-        return load_embedder(choice.for_bank(recorded, override, texts, bank=bank).spec)
-    except ModelError as exc:
-        fail(str(exc))
-
-
-def load_embedder_or_fail(name: str | None = None) -> Embedder:
-    """The embedder named (or the `embedder` setting: $MEM_EMBEDDER, the config file; else
-    the default), or a one-line error exit."""
-    from memcli.models import ModelError
-    from memcli.models.embedder import load_embedder
-
-    try:
-        return load_embedder(name or configured("embedder"))
-    except ModelError as exc:
-        fail(str(exc))

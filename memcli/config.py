@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memcli.errors import MemError
+
 APP_NAME = "mem"
 ENV_CONFIG = "MEM_CONFIG"
 
 
-class ConfigError(ValueError):
+class ConfigError(MemError, ValueError):
     """A bad config file or value (one-line message)."""
 
 
@@ -79,6 +81,18 @@ def _path(raw: Any) -> str:
     return str(Path(_text(raw)).expanduser().absolute())
 
 
+def _store_location(raw: Any) -> str:
+    """The store: a file path (made absolute, as _path), never a URL taken for a path: a
+    postgresql:// store made a folder named "postgresql:" with a SQLite store inside."""
+    from memcli.paths import store_location_problem
+
+    value = _text(raw)
+    problem = store_location_problem(value)
+    if problem:
+        raise ConfigError(problem)
+    return _path(value)
+
+
 def _model(raw: Any) -> str:
     """A model file path (~ expanded) or a model name the loader knows."""
     value = _text(raw)
@@ -106,7 +120,12 @@ def _default_db() -> str:
 KEYS: dict[str, Key] = {
     k.name: k
     for k in (
-        Key("db", _path, _default_db, "database file (default: the user data dir's mem.db)"),
+        Key(
+            "db",
+            _store_location,
+            _default_db,
+            "database file (default: the user data dir's mem.db)",
+        ),
         Key("bank", _text, "default", "memory bank inside the file"),
         Key("budget", _choice("low", "mid", "high"), "mid", "recall candidates per arm"),
         Key("max_tokens", _positive_int, 4096, "recall's token budget"),

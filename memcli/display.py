@@ -45,7 +45,7 @@ def has_visible_text(text: str) -> bool:
 
 
 def memory_days(row: dict) -> str:
-    """A bank row's (store.bank_stats) first and last memory as days for text output,
+    """A bank row's (store.banks.bank_stats) first and last memory as days for text output,
     "2026-02-28 .. 2026-04-04": a stated period's start as the calendar day it names, the
     instant a fact was said as the user's local day. Pops the row's two period flags, which
     machine output does not carry."""

@@ -17,7 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memcli.store.protocol import StoreProtocol
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 
@@ -46,7 +49,7 @@ def _ids(ids: list[int], more: bool) -> str:
     return f"{word} " + ", ".join(str(i) for i in ids) + (", ..." if more else "")
 
 
-def fts_check(store: Any) -> Check:
+def fts_check(store: StoreProtocol) -> Check:
     """FTS5's integrity-check. It is spelled as an INSERT, so it takes the write lock: in its
     own transaction it waits for a retain that holds the lock (inside a read transaction it
     would fail at once with "database is locked")."""
@@ -61,7 +64,7 @@ def fts_check(store: Any) -> Check:
     from memcli.store import StoreBusy
 
     try:
-        fts_error = store.fts_integrity_error()
+        fts_error = store.health.fts_integrity_error()
     except StoreBusy as exc:
         # A long import or retain holds the write lock: no finding about the index.
         return Check("fts5 integrity-check", SKIP, f"not run: {exc}".replace(", try again", ""))
@@ -70,15 +73,15 @@ def fts_check(store: Any) -> Check:
     return Check("fts5 integrity-check", FAIL, f"fact_fts: {fts_error}")
 
 
-def store_checks(store: Any, fts: Check) -> list[Check]:
+def store_checks(store: StoreProtocol, fts: Check) -> list[Check]:
     """The store's checks, read in one snapshot; `fts` is fts_check's, made before it."""
     out: list[Check] = []
-    problems = store.quick_check()
+    problems = store.health.quick_check()
     if problems == ["ok"]:
         out.append(Check("sqlite quick_check", OK, f"{store.path}"))
     else:
         out.append(Check("sqlite quick_check", FAIL, "; ".join(problems[:5])))
-    fk = store.foreign_key_violations()
+    fk = store.health.foreign_key_violations()
     out.append(
         Check("foreign keys", OK, "no dangling references")
         if fk == 0
@@ -86,8 +89,8 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
     )
     out.append(fts)
 
-    counts = store.index_counts()
-    bad = store.index_mismatches()
+    counts = store.health.index_counts()
+    bad = store.health.index_mismatches()
     vectors = counts["vectors"]
     summary = f"{counts['facts']} facts, {counts['fts_rows']} FTS rows, " + (
         f"{vectors} vectors" if vectors is not None else "no vector table yet"
@@ -106,7 +109,7 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
     else:
         out.append(Check("facts = FTS rows = vectors", OK, summary))
 
-    orphans = store.orphan_counts()
+    orphans = store.health.orphan_counts()
     dangling = {k: n for k, n in orphans.items() if n and k != "entities_unused"}
     if dangling:
         what = ", ".join(f"{n} {k}" for k, n in dangling.items())
@@ -122,7 +125,7 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
         )
     else:
         out.append(Check("orphan rows", OK, "no orphan links, entity rows, tags or entities"))
-    damaged = store.damaged_fact_fields()
+    damaged = store.health.damaged_fact_fields()
     out.append(
         Check(
             "fact fields",
@@ -133,8 +136,8 @@ def store_checks(store: Any, fts: Check) -> list[Check]:
         if damaged
         else Check("fact fields", OK, "every fact's tags and metadata read")
     )
-    out.append(id_check(store.highest_ids()))
-    abandoned = store.abandoned_staging_banks()
+    out.append(id_check(store.health.highest_ids()))
+    abandoned = store.banks.abandoned_staging_banks()
     out.append(
         Check(
             "interrupted imports",
@@ -178,13 +181,13 @@ def id_check(highest: dict[str, int]) -> Check:
     return Check("ids", OK, f"highest id {high} ({table}); {left} left")
 
 
-def embedder_checks(store: Any, override: str | None) -> list[Check]:
+def embedder_checks(store: StoreProtocol, override: str | None) -> list[Check]:
     """Each bank's recorded fingerprint against the file mem would load for it."""
     from memcli.models import ModelError, choice
     from memcli.models.embedder import resolve_embedder_path, spec_builtin
 
     out: list[Check] = []
-    for row in store.bank_embedders():
+    for row in store.health.bank_embedders():
         name = f"embedder of bank {row['bank']!r}"
         if row["embedder"] is None:
             out.append(Check(name, SKIP, "no vectors yet"))
@@ -265,15 +268,11 @@ def model_cache_checks() -> list[Check]:
     return out
 
 
-def version_checks(store: Any | None) -> list[Check]:
-    import apsw
-    import sqlite_vec
+def version_checks(store: StoreProtocol | None) -> list[Check]:
+    from memcli.store.health import library_versions
 
-    out = [Check("sqlite", OK, f"SQLite {apsw.sqlite_lib_version()}, apsw {apsw.apsw_version()}")]
-    if store is not None:
-        out.append(Check("sqlite-vec", OK, f"{store.sqlite_vec_version()} (loaded)"))
-    else:
-        out.append(Check("sqlite-vec", OK, f"package {getattr(sqlite_vec, '__version__', '?')}"))
+    versions = store.health.versions() if store is not None else library_versions()
+    out = [Check(name, OK, detail) for name, detail in versions]
     try:
         import llama_cpp
 

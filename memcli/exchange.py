@@ -30,22 +30,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
 
-import apsw
-
 from memcli.display import has_visible_text
 from memcli.labels import bank_name_problem
 from memcli.lifecycle import LifecycleError, embedding_text
-from memcli.retain import RetainError, check_json_value
+from memcli.retain import RetainError, check_json_value, section_of
 from memcli.store import (
     FACT_TYPES,
     ID_LIMIT,
     INT64_MAX,
     LINK_KINDS,
     SCHEMA_VERSION,
-    Store,
+    WriteRefused,
     check_bank_name,
     iso,
 )
+from memcli.store.protocol import StoreProtocol
 
 FORMAT = "mem-export"
 FORMAT_VERSION = 1
@@ -68,28 +67,28 @@ def dumps(obj: Any) -> str:
 
 
 def export_lines(
-    store: Store, bank: str, *, with_vectors: bool = False
+    store: StoreProtocol, bank: str, *, with_vectors: bool = False
 ) -> tuple[dict[str, Any], Iterator[str]]:
     """(header, lines): the bank as JSONL lines (without newlines), streamed from cursors
     inside one read transaction, so the file is one consistent state of the store. Consume
     the iterator fully (or close it) before writing to the store."""
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     ctx = store.snapshot()
     ctx.__enter__()
     try:
-        counts = store.export_counts(bank_id)
-        dim = store.vector_dim() if with_vectors and counts["facts"] else None
+        counts = store.exchange.export_counts(bank_id)
+        dim = store.vectors.vector_dim() if with_vectors and counts["facts"] else None
         header = {
             "kind": "header",
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "schema": SCHEMA_VERSION,
-            "bank": store.bank_row(bank_id),
+            "bank": store.banks.bank_row(bank_id),
             "vectors": {"dim": dim, "encoding": VECTOR_ENCODING} if dim else None,
-            "ids": store.bank_id_ranges(bank_id),
+            "ids": store.exchange.bank_id_ranges(bank_id),
             # The highest fact id the store ever gave: an import keeps its new store from
             # giving a forgotten fact's id to another memory.
-            "fact_id_high": store.max_id("facts"),
+            "fact_id_high": store.exchange.max_id("facts"),
             "counts": counts,
         }
     except BaseException:
@@ -100,14 +99,14 @@ def export_lines(
         try:
             yield dumps(header)
             for kind in ("document", "chunk", "entity"):
-                for rec in store.export_rows(bank_id, _TABLE_OF[kind]):
+                for rec in store.exchange.export_rows(bank_id, _TABLE_OF[kind]):
                     yield dumps({"kind": kind, **rec})
-            for rec in store.export_facts(bank_id, bool(dim)):
+            for rec in store.exchange.export_facts(bank_id, bool(dim)):
                 if dim:
                     blob = rec.pop("vector")
                     rec["vector"] = base64.b64encode(blob).decode("ascii") if blob else None
                 yield dumps({"kind": "fact", **rec})
-            for a, b, link_kind, weight in store.export_links(bank_id):
+            for a, b, link_kind, weight in store.exchange.export_links(bank_id):
                 yield dumps(
                     {"kind": "link", "from": a, "to": b, "link": link_kind, "weight": weight}
                 )
@@ -194,7 +193,7 @@ def _check_header(h: dict[str, Any] | None, src: _Line) -> dict[str, Any]:
     if h.get("kind") != "header" or h.get("format") != FORMAT:
         hint = ""
         if "text" in h:
-            hint = " (it looks like retain input: use `mem retain --jsonl`)"
+            hint = " (it looks like retain input: retain it as JSONL instead)"
         elif "results" in h or "query" in h:
             hint = " (it looks like recall output)"
         raise src.error(f"is not a mem export header{hint}")
@@ -363,11 +362,11 @@ def _check_ids(rec: dict[str, Any], kind: str, spans: dict[str, Any], src: _Line
             )
 
 
-def _check_bank_is_new(store: Store, target: str) -> None:
-    if store.bank_id(target) is not None:
+def _check_bank_is_new(store: StoreProtocol, target: str) -> None:
+    if store.banks.bank_id(target) is not None:
         raise LifecycleError(
-            f"bank {target!r} already exists in {store.path}: import into a new bank with "
-            f"--into NAME, or delete it first (mem banks --delete {target})"
+            f"bank {target!r} already exists in {store.path}: import into a new bank "
+            f"({{into}}), or delete that bank first"
         )
 
 
@@ -455,6 +454,7 @@ def _embed_ahead(
                     rec["occurred_start"],
                     rec["occurred_end"],
                     rec["fts_lead_in"],
+                    section_of(rec["metadata"]),
                     [spellings[eid] for eid in rec["entities"]],
                 )
             )
@@ -509,7 +509,7 @@ def _close_quietly(f: IO[Any]) -> None:
 
 
 def import_lines(
-    store: Store,
+    store: StoreProtocol,
     lines: Iterable[str],
     *,
     name: str,
@@ -537,7 +537,7 @@ def import_lines(
         # A name an older mem took ("work "): the file is fine, the name is not any more.
         raise LifecycleError(
             f"{name}: the bank name in its header: {bank_name_problem(target)}; import it "
-            "under another name with --into NAME"
+            "under another name ({into})"
         )
     check_bank_name(target)
     _check_bank_is_new(store, target)
@@ -554,8 +554,8 @@ def import_lines(
                 raise LifecycleError(
                     f"{name} holds vectors of {fb.get('embedder')} ({(have_fp or '?')[:12]}), "
                     f"not of {model.name} ({(fp or '?')[:12]}), the embedder in use: add "
-                    f"--reembed to embed the facts again with {model.name}, or set "
-                    "MEM_EMBEDDER to that model"
+                    f"{{reembed}} to embed the facts again with {model.name}, or use that "
+                    "model as the {embedder}"
                 )
             vec_name, vec_fp, dim = fb.get("embedder"), have_fp, file_vectors["dim"]
             computed = None
@@ -583,7 +583,7 @@ def import_lines(
 
 
 def _write(
-    store: Store,
+    store: StoreProtocol,
     src: _Line,
     header: dict[str, Any],
     target: str,
@@ -599,18 +599,18 @@ def _write(
     counts = dict.fromkeys(KINDS, 0)
     renumbered: list[str] = []
     with store.atomic():
-        store.defer_foreign_keys()
+        store.exchange.defer_foreign_keys()
         # Again under the write lock: another import may have made it since (it failed
         # with "UNIQUE constraint failed: banks.name").
         _check_bank_is_new(store, target)
-        bank_id = store.create_bank_row(target, header["bank"]["created_at"])
+        bank_id = store.exchange.create_bank_row(target, header["bank"]["created_at"])
         shift: dict[str, int] = {}
         for table, span in header["ids"].items():
             if span is None:
                 shift[table] = 0
                 continue
-            if store.ids_taken(table, span[0], span[1]):
-                shift[table] = store.max_id(table) - span[0] + 1
+            if store.exchange.ids_taken(table, span[0], span[1]):
+                shift[table] = store.exchange.max_id(table) - span[0] + 1
                 renumbered.append(table)
                 if span[1] + shift[table] > ID_LIMIT:
                     raise src.error(
@@ -628,63 +628,66 @@ def _write(
         vectors_ready = False
         end = None
         try:
-            for kind, rec in _records(src, header):
-                if kind == "end":
-                    end = rec
-                    break
-                if kind == "document":
-                    store.import_document(
-                        bank_id, rec["id"] + d, rec["external_id"], rec["created_at"]
-                    )
-                elif kind == "chunk":
-                    store.import_chunk(
-                        bank_id,
-                        rec["id"] + c,
-                        opt(rec["document_id"], d),
-                        rec["source_id"],
-                        rec["text"],
-                    )
-                elif kind == "entity":
-                    rec["id"] += e
-                    store.import_entity(bank_id, rec["id"], rec)
-                elif kind == "fact":
-                    rec["id"] += f
-                    rec["document_id"] = opt(rec["document_id"], d)
-                    rec["chunk_id"] = opt(rec["chunk_id"], c)
-                    rec["superseded_by"] = opt(rec["superseded_by"], f)
-                    if computed is None:
-                        blob = _vector(rec, dim, src)
+            with store.exchange.refused_writes():
+                for kind, rec in _records(src, header):
+                    if kind == "end":
+                        end = rec
+                        break
+                    if kind == "document":
+                        store.exchange.import_document(
+                            bank_id, rec["id"] + d, rec["external_id"], rec["created_at"]
+                        )
+                    elif kind == "chunk":
+                        store.exchange.import_chunk(
+                            bank_id,
+                            rec["id"] + c,
+                            opt(rec["document_id"], d),
+                            rec["source_id"],
+                            rec["text"],
+                        )
+                    elif kind == "entity":
+                        rec["id"] += e
+                        store.exchange.import_entity(bank_id, rec["id"], rec)
+                    elif kind == "fact":
+                        rec["id"] += f
+                        rec["document_id"] = opt(rec["document_id"], d)
+                        rec["chunk_id"] = opt(rec["chunk_id"], c)
+                        rec["superseded_by"] = opt(rec["superseded_by"], f)
+                        if computed is None:
+                            blob = _vector(rec, dim, src)
+                        else:
+                            blob = computed.read(dim * 4)
+                            if len(blob) != dim * 4:  # the spool read back is not what was written
+                                raise src.error("(fact) has no computed vector; nothing imported")
+                        if not vectors_ready:
+                            store.vectors.ensure_vectors(bank_id, vec_name, vec_fp, dim)
+                            vectors_ready = True
+                        _insert_fact(store, bank_id, rec, [x + e for x in rec["entities"]], blob)
+                        if progress:
+                            progress(1)
                     else:
-                        blob = computed.read(dim * 4)
-                        if len(blob) != dim * 4:  # the spool read back is not what was written
-                            raise src.error("(fact) has no computed vector; nothing imported")
-                    if not vectors_ready:
-                        store.ensure_vectors(bank_id, vec_name, vec_fp, dim)
-                        vectors_ready = True
-                    _insert_fact(store, bank_id, rec, [x + e for x in rec["entities"]], blob)
-                    if progress:
-                        progress(1)
-                else:
-                    link_rows.append((rec["from"] + f, rec["to"] + f, rec["link"], rec["weight"]))
-                    if len(link_rows) >= 1000:
-                        store.import_links(link_rows)
-                        link_rows.clear()
-                counts[kind] += 1
-            store.import_links(link_rows)
-            if header.get("fact_id_high") is not None and f == 0:
-                # The file's ids kept as they were: those it gave and forgot stay given. (A
-                # bank renumbered past the store's ids has new ids; its mark adds nothing,
-                # and shifted it doubled the store's ids on every import.)
-                store.keep_fact_ids_past(header["fact_id_high"])
-            made_with = header["bank"].get("embedder")
-            if not vectors_ready and isinstance(made_with, str) and made_with:
-                # A bank without facts (all forgotten) keeps the model it was made with: its
-                # next retain embeds with that model, and its export reads as the file did.
-                fingerprint = header["bank"].get("embedder_fingerprint")
-                store.set_bank_embedder(
-                    bank_id, made_with, fingerprint if isinstance(fingerprint, str) else None
-                )
-        except apsw.Error as exc:
+                        link_rows.append(
+                            (rec["from"] + f, rec["to"] + f, rec["link"], rec["weight"])
+                        )
+                        if len(link_rows) >= 1000:
+                            store.exchange.import_links(link_rows)
+                            link_rows.clear()
+                    counts[kind] += 1
+                store.exchange.import_links(link_rows)
+                if header.get("fact_id_high") is not None and f == 0:
+                    # The file's ids kept as they were: those it gave and forgot stay given. (A
+                    # bank renumbered past the store's ids has new ids; its mark adds nothing,
+                    # and shifted it doubled the store's ids on every import.)
+                    store.exchange.keep_fact_ids_past(header["fact_id_high"])
+                made_with = header["bank"].get("embedder")
+                if not vectors_ready and isinstance(made_with, str) and made_with:
+                    # A bank without facts (all forgotten) keeps the model it was made with: its
+                    # next retain embeds with that model, and its export reads as the file did.
+                    fingerprint = header["bank"].get("embedder_fingerprint")
+                    store.vectors.set_bank_embedder(
+                        bank_id, made_with, fingerprint if isinstance(fingerprint, str) else None
+                    )
+        except WriteRefused as exc:
             raise src.error(f"cannot be stored: {exc}; nothing imported") from None
         if end is None:
             raise LifecycleError(
@@ -704,13 +707,13 @@ def _write(
                 f"its header and records {_counts_text(expected)}: the file is damaged; "
                 "nothing imported"
             )
-        dangling = store.dangling_references()
+        dangling = store.exchange.dangling_references()
         if dangling:
             raise LifecycleError(
                 f"{src.name} refers to {dangling} rows it does not hold (ids of another bank?); "
                 "nothing imported"
             )
-        loops = store.correction_loops(bank_id)
+        loops = store.exchange.correction_loops(bank_id)
         if loops:
             raise LifecycleError(
                 f"{src.name} has {loops} facts whose corrections lead back to themselves (no "
@@ -743,20 +746,17 @@ def _vector(rec: dict[str, Any], dim: int, src: _Line) -> bytes:
 
 
 def _insert_fact(
-    store: Store, bank_id: int, rec: dict[str, Any], entity_ids: list[int], blob: bytes
+    store: StoreProtocol, bank_id: int, rec: dict[str, Any], entity_ids: list[int], blob: bytes
 ) -> None:
-    from memcli import fts
     from memcli.blocks import tail_tokens
     from memcli.store import FACT_TYPES
 
     if rec["fact_type"] not in FACT_TYPES:
         raise LifecycleError(f"fact {rec['id']}: unknown type {rec['fact_type']!r}")
-    store.import_fact(
+    store.exchange.import_fact(
         bank_id,
         rec,
         entity_ids,
-        fts.index_text(rec["text"]),
-        fts.index_text(rec["context"] or ""),
         blob,
         tail_tokens(rec["context"], rec["text"]),
     )

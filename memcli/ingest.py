@@ -14,13 +14,14 @@ from dataclasses import replace
 from typing import Any
 
 from memcli.display import NO_WORDS, has_searchable_text, has_visible_text
+from memcli.errors import MemError
 from memcli.recall.types import ARMS, RecallOptions
 from memcli.retain import RetainError, RetainItem, check_item
 from memcli.store import FACT_TYPES, INT64_MAX, check_bank_name
 from memcli.timeparse import parse_when
 
 
-class InputError(ValueError):
+class InputError(MemError, ValueError):
     """Input that cannot be used (one-line message)."""
 
 
@@ -30,7 +31,7 @@ ITEM_KEYS = {"id", "text", "timestamp", "context", "tags", "type", "document_id"
 def items_from_text(text: str, origin: str | None, defaults: dict[str, Any]) -> RetainItem:
     if not text.strip():
         raise InputError(f"{origin or 'text'} is empty: nothing to retain")
-    _check_type(defaults.get("fact_type"), origin or "--type")
+    _check_type(defaults.get("fact_type"), origin or "type")
     item = RetainItem(
         text=text,
         source_id=origin,

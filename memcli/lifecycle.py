@@ -26,19 +26,24 @@ from datetime import datetime
 from typing import Any
 
 from memcli.display import has_visible_text
-from memcli.store import Fact, InterruptedAfterCommit, Store, StoreError, iso
+from memcli.errors import MemError
+from memcli.store import Fact, InterruptedAfterCommit, iso
+from memcli.store.protocol import StoreProtocol
 
 # Facts embedded (and committed) per re-embedding batch: small enough that Ctrl-C loses
 # little work, large enough that the per-transaction cost does not matter.
 REEMBED_BATCH = 256
 
 
-class LifecycleError(ValueError):
+class LifecycleError(MemError, ValueError):
     """Bad input to a lifecycle command (one-line message); nothing was written."""
 
 
 class OptionError(LifecycleError):
     """A bad option value (a usage error: exit 2)."""
+
+    def __init__(self, message: str, *, field: str | None = None, usage: bool = True) -> None:
+        super().__init__(message, field=field, usage=usage)
 
 
 @dataclass
@@ -76,50 +81,58 @@ class Selection:
 
 
 def check_selection(sel: Selection) -> None:
+    from memcli.labels import label_problem
     from memcli.recall.types import TAG_MODES
     from memcli.store import FACT_TYPES
 
     for t in sel.types or ():
         if t not in FACT_TYPES:
-            raise OptionError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
+            raise OptionError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})", field="types")
+    for tag in sel.tags or ():
+        problem = label_problem(tag)
+        if problem:  # as retain refuses it: no fact can carry such a tag
+            raise OptionError(f"{tag!r} {problem}", field="tags")
     if sel.tags_match not in TAG_MODES:
-        raise OptionError(f"unknown --tags-match {sel.tags_match!r} ({', '.join(TAG_MODES)})")
+        raise OptionError(
+            f"unknown value {sel.tags_match!r} (use {', '.join(TAG_MODES)})", field="tags_match"
+        )
     if sel.since and sel.until and sel.since >= sel.until:
         # (Flag-neutral: list says --until, forget --before.)
         raise OptionError(
-            f"the time range is empty: its start {iso(sel.since)} is not before its end "
-            f"{iso(sel.until)}"
+            f"the time range is empty: its start ({{since}}) {iso(sel.since)} is not before "
+            f"its end ({{until}}) {iso(sel.until)}"
         )
     if sel.query is not None and not has_visible_text(sel.query):
-        raise OptionError("--query is empty")
+        raise OptionError("is empty", field="query")
     if sel.query_limit <= 0:
-        raise OptionError("--limit must be positive")
+        raise OptionError("must be positive", field="limit")
 
 
-def check_as_of(store: Store, bank_id: int, as_of: datetime | None) -> None:
+def check_as_of(store: StoreProtocol, bank_id: int, as_of: datetime | None) -> None:
     """An --as-of before the bank existed has no answer: say so instead of printing none."""
     if as_of is None:
         return
-    created = store.bank_created_at(bank_id)
+    created = store.banks.bank_created_at(bank_id)
     if created is not None and as_of < created:
-        name = store.bank_row(bank_id)["name"]
+        name = store.banks.bank_row(bank_id)["name"]
         raise LifecycleError(
-            f"--as-of {iso(as_of)} is before bank {name!r} existed (created {iso(created)})"
+            f"{iso(as_of)} is before bank {name!r} existed (created {iso(created)})",
+            field="as_of",
         )
 
 
 def iter_facts(
-    store: Store, bank: str, sel: Selection, limit: int | None = None, offset: int = 0
+    store: StoreProtocol, bank: str, sel: Selection, limit: int | None = None, offset: int = 0
 ) -> Iterator[Fact]:
     """The selected facts, newest said first, streamed (a page of rows at a time)."""
     check_selection(sel)
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     check_as_of(store, bank_id, sel.as_of)
     if limit is not None and limit <= 0:
-        raise OptionError("--limit must be positive")
+        raise OptionError("must be positive", field="limit")
     if offset < 0:
-        raise OptionError("--offset cannot be negative")
-    facts = store.iter_facts(bank_id, sel, limit=limit, offset=offset)
+        raise OptionError("cannot be negative", field="offset")
+    facts = store.facts.iter_facts(bank_id, sel, limit=limit, offset=offset)
     return facts if sel.as_of is None else _as_they_stood(facts, sel.as_of)
 
 
@@ -135,48 +148,48 @@ def _as_they_stood(facts: Iterator[Fact], as_of: datetime) -> Iterator[Fact]:
 # -- show ---------------------------------------------------------------------------------
 
 
-def show(store: Store, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any]]:
+def show(store: StoreProtocol, bank: str, fact_ids: Sequence[int]) -> list[dict[str, Any]]:
     """Each fact whole: columns, document and chunk, entities, links, history, embedder."""
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     if not fact_ids:
         raise LifecycleError("give at least one fact id")
-    missing = store.missing_fact_ids(bank_id, list(fact_ids))
+    missing = store.facts.missing_fact_ids(bank_id, list(fact_ids))
     if missing:
         raise LifecycleError(f"no fact {_id_list(missing)} in bank {bank!r}")
-    facts = store.facts_by_id(list(fact_ids), bank_id)
-    embedder, fingerprint = store.bank_embedder(bank_id)
+    facts = store.facts.facts_by_id(list(fact_ids), bank_id)
+    embedder, fingerprint = store.vectors.bank_embedder(bank_id)
     out = []
     for fid in fact_ids:
         f = facts[fid]
-        chunk = store.chunk_texts([f.chunk_id]).get(f.chunk_id) if f.chunk_id else None
+        chunk = store.documents.chunk_texts([f.chunk_id]).get(f.chunk_id) if f.chunk_id else None
         out.append(
             {
                 **fact_json(f),
                 "chunk": chunk,
                 "entities": [
                     {"id": eid, "name": name, "aliases": aliases}
-                    for eid, name, aliases in store.fact_entity_rows(fid)
+                    for eid, name, aliases in store.entities.fact_entity_rows(fid)
                 ],
                 "links": [
                     {"direction": d, "kind": k, "weight": w, "other": o, "other_text": t}
-                    for d, k, w, o, t in store.fact_links(fid)
+                    for d, k, w, o, t in store.links.fact_links(fid)
                 ],
                 "history": history(store, fid),
                 "embedder": embedder,
                 "embedder_fingerprint": fingerprint,
-                "has_vector": store.has_vector(fid),
+                "has_vector": store.vectors.has_vector(fid),
             }
         )
     return out
 
 
-def _earlier_versions(store: Store, fact_id: int) -> list[int]:
+def _earlier_versions(store: StoreProtocol, fact_id: int) -> list[int]:
     """The facts a fact corrected, back to the chain's first version, oldest first."""
     chain: list[int] = []
     seen = {fact_id}
     current = fact_id
     while True:  # the fact this one corrected, and so on
-        earlier = [i for i in store.facts_superseded_by(current) if i not in seen]
+        earlier = [i for i in store.facts.facts_superseded_by(current) if i not in seen]
         if not earlier:
             return chain
         current = earlier[0]
@@ -184,14 +197,14 @@ def _earlier_versions(store: Store, fact_id: int) -> list[int]:
         seen.add(current)
 
 
-def history(store: Store, fact_id: int) -> list[dict[str, Any]]:
+def history(store: StoreProtocol, fact_id: int) -> list[dict[str, Any]]:
     """The whole correction chain through a fact, oldest first: what it superseded (back
     to the first version) and what superseded it (to the current one)."""
     chain = [*_earlier_versions(store, fact_id), fact_id]
     seen = set(chain)
     current = fact_id
     while True:  # forward: what corrected this one
-        f = store.facts_by_id([current]).get(current)
+        f = store.facts.facts_by_id([current]).get(current)
         nxt = f.superseded_by if f else None
         if nxt is None or nxt in seen:
             break
@@ -200,7 +213,7 @@ def history(store: Store, fact_id: int) -> list[dict[str, Any]]:
         current = nxt
     if len(chain) == 1:
         return []
-    facts = store.facts_by_id(chain)
+    facts = store.facts.facts_by_id(chain)
     return [
         {
             "id": i,
@@ -248,7 +261,7 @@ class ForgetPlan:
 
 
 def plan_forget(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     sel: Selection,
     *,
@@ -261,32 +274,33 @@ def plan_forget(
     if sel.tags and sel.tags_match in ("any", "all"):
         # recall's non-strict modes let untagged facts through: here they would go too.
         raise OptionError(
-            f"--tags-match {sel.tags_match} would also forget every untagged fact: use "
-            f"{sel.tags_match}_strict (any_strict is the default)"
+            f"{sel.tags_match} would also forget every untagged fact: use "
+            f"{sel.tags_match}_strict (any_strict is the default)",
+            field="tags_match",
         )
     if not sel.narrows():
-        raise LifecycleError(
-            "say what to forget: fact ids, --source-id, --document, --tag, --type, --context, "
-            "--before/--since or --query"
+        raise OptionError(
+            "say what to forget: fact {ids}, {source_id}, {document_id}, {tags}, {types}, "
+            "{context}, {until}/{since} or {query}"
         )
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     if sel.ids:
-        missing = store.missing_fact_ids(bank_id, sel.ids)
+        missing = store.facts.missing_fact_ids(bank_id, sel.ids)
         if missing:
             raise LifecycleError(f"no fact {_id_list(missing)} in bank {bank!r}; nothing forgotten")
-    if sel.document is not None and store.document_row(bank_id, sel.document) is None:
+    if sel.document is not None and store.documents.document_row(bank_id, sel.document) is None:
         raise LifecycleError(f"no document {sel.document!r} in bank {bank!r}; nothing forgotten")
-    ids = store.selected_fact_ids(bank_id, sel)
+    ids = store.facts.selected_fact_ids(bank_id, sel)
     if sel.query is not None:
         ranked = _query_ids(store, bank, sel, embedder)
         chosen = set(ids)
         ids = sorted(i for i in ranked if i in chosen)
-    plan = ForgetPlan(bank_id, ids, store.superseded_among(ids) if ids else 0)
-    plan.preview = list(store.facts_by_id(ids[:preview], bank_id).values())
+    plan = ForgetPlan(bank_id, ids, store.facts.superseded_among(ids) if ids else 0)
+    plan.preview = list(store.facts.facts_by_id(ids[:preview], bank_id).values())
     return plan
 
 
-def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[int]:
+def _query_ids(store: StoreProtocol, bank: str, sel: Selection, embedder: Any) -> list[int]:
     """The facts recall ranks best for --query (the same pipeline as `mem recall`) that
     match it."""
     from memcli import fts
@@ -311,11 +325,8 @@ def _query_ids(store: Store, bank: str, sel: Selection, embedder: Any) -> list[i
     # before it) or is as close to it as retain's semantic links
     # require of two facts.
     floor = RetainSettings().semantic_link_floor
-    expression = fts.match_expression(fts.query_terms(sel.query))
-    worded = (
-        store.own_words_match([c.fact_id for c in result.results], expression)
-        if expression
-        else set()
+    worded = store.search.own_words_match(
+        [c.fact_id for c in result.results], fts.query_terms(sel.query)
     )
     return [
         c.fact_id
@@ -341,14 +352,14 @@ def forget_report(plan: ForgetPlan, dry_run: bool, counts: dict[str, int] | None
     return {"forgotten": plan.fact_ids, "counts": counts or dict.fromkeys(FORGET_COUNTS, 0)}
 
 
-def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
+def forget(store: StoreProtocol, plan: ForgetPlan) -> dict[str, int]:
     """Remove the planned facts everywhere, in one transaction; returns counts (the keys of
     FORGET_COUNTS)."""
     with store.atomic():
         # Facts picked at plan time that are gone now (another process) are simply skipped.
-        reopened = store.reopen_superseded(plan.fact_ids)
-        counts = store.delete_facts(plan.fact_ids)
-        counts["documents"] = store.delete_empty_documents(plan.bank_id)
+        reopened = store.facts.reopen_superseded(plan.fact_ids)
+        counts = store.facts.delete_facts(plan.fact_ids)
+        counts["documents"] = store.documents.delete_empty_documents(plan.bank_id)
         counts["reopened"] = reopened
     return counts
 
@@ -356,25 +367,28 @@ def forget(store: Store, plan: ForgetPlan) -> dict[str, int]:
 # -- correct ------------------------------------------------------------------------------
 
 
-def correction_item(store: Store, old: Fact, text: str, context: str | None = None) -> Any:
+def correction_item(store: StoreProtocol, old: Fact, text: str, context: str | None = None) -> Any:
     """The new version of a fact: its text, with the old one's speaker, type, tags, source
     and metadata (its document is not taken: retaining that document again would replace
     the correction too). Its relative dates are read as of when the chain's first version
     was said: "next Friday" in the new text means what it meant in the first text (each
     correction is itself said at its own time, so a correction of a correction would
     otherwise drift)."""
+    from memcli.display import has_visible_text
     from memcli.retain import RetainItem
 
+    if not has_visible_text(text):  # named as the argument it is, not by the old fact's id
+        raise OptionError("the new text is empty or only control characters; nothing stored")
     (item,) = as_corrections(store, old, [RetainItem(text=text, context=context)])
     return item
 
 
-def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
+def as_corrections(store: StoreProtocol, old: Fact, items: list[Any]) -> list[Any]:
     """Items of `mem retain --supersedes` as correction_item makes `mem correct`'s: what an
     item does not say (speaker, tags, type, source, metadata) is the old fact's, and its
     relative dates are read as of the chain's first version. Changed in place."""
     earlier = _earlier_versions(store, old.id)
-    first = store.facts_by_id(earlier[:1]).get(earlier[0], old) if earlier else old
+    first = store.facts.facts_by_id(earlier[:1]).get(earlier[0], old) if earlier else old
     for item in items:
         item.source_id = item.source_id if item.source_id is not None else old.source_id
         item.context = item.context if item.context is not None else old.context
@@ -386,9 +400,9 @@ def as_corrections(store: Store, old: Fact, items: list[Any]) -> list[Any]:
     return items
 
 
-def current_fact(store: Store, bank: str, fact_id: int) -> Fact:
+def current_fact(store: StoreProtocol, bank: str, fact_id: int) -> Fact:
     """A fact that is still valid (one that can be corrected), or LifecycleError."""
-    old = store.facts_by_id([fact_id], store.require_bank(bank)).get(fact_id)
+    old = store.facts.facts_by_id([fact_id], store.banks.require_bank(bank)).get(fact_id)
     if old is None:
         raise LifecycleError(f"no fact {fact_id} in bank {bank!r}; nothing stored")
     if old.superseded_by is not None or old.invalid_at is not None:
@@ -400,7 +414,7 @@ def current_fact(store: Store, bank: str, fact_id: int) -> Fact:
 
 
 def retain_superseding(
-    store: Store,
+    store: StoreProtocol,
     old: Fact,
     retainer: Any,
     items: list[Any],
@@ -432,10 +446,10 @@ def retain_superseding(
             raise LifecycleError(
                 f"nothing new was stored (identical to a stored fact); fact {old.id} left as it was"
             )
-        if not store.close_fact(old.id, recorded, new_ids[0]):
+        if not store.facts.close_fact(old.id, recorded, new_ids[0]):
             # Another process corrected or forgot it since it was read: what was stored
             # here is rolled back with this error.
-            now = store.facts_by_id([old.id]).get(old.id)
+            now = store.facts.facts_by_id([old.id]).get(old.id)
             if now is None:
                 raise LifecycleError(f"fact {old.id} was forgotten meanwhile; nothing stored")
             by = f" by fact {now.superseded_by}" if now.superseded_by else ""
@@ -453,16 +467,18 @@ POSSIBLY_SUPERSEDES_COSINE = 0.8
 POSSIBLY_SUPERSEDES_NEIGHBOURS = 10
 
 
-def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, Any]]) -> None:
+def note_possible_supersessions(
+    store: StoreProtocol, bank: str, stored: list[dict[str, Any]]
+) -> None:
     """Add "possibly_supersedes" (ids, most similar first) to each fact retain reports: older,
     still valid facts of the same context that the new one nearly repeats. Only a hint for
     the caller (`mem correct` acts); nothing is changed."""
-    bank_id = store.bank_id(bank)
+    bank_id = store.banks.bank_id(bank)
     if bank_id is None or not stored:
         return
     ids = [s["id"] for s in stored]
-    facts = store.facts_by_id(ids, bank_id)
-    vectors = store.vectors_for(ids)
+    facts = store.facts.facts_by_id(ids, bank_id)
+    vectors = store.vectors.vectors_for(ids)
     for s in stored:
         s["possibly_supersedes"] = []
         f, vec = facts.get(s["id"]), vectors.get(s["id"])
@@ -470,10 +486,10 @@ def note_possible_supersessions(store: Store, bank: str, stored: list[dict[str, 
             continue
         near = [
             (other, cos)
-            for other, cos in store.nearest(bank_id, vec, POSSIBLY_SUPERSEDES_NEIGHBOURS)
+            for other, cos in store.vectors.nearest(bank_id, vec, POSSIBLY_SUPERSEDES_NEIGHBOURS)
             if other != f.id and cos >= POSSIBLY_SUPERSEDES_COSINE
         ]
-        olds = store.facts_by_id([o for o, _ in near], bank_id)
+        olds = store.facts.facts_by_id([o for o, _ in near], bank_id)
         speaker = (f.context or "").strip().lower()
         s["possibly_supersedes"] = [
             o
@@ -494,11 +510,13 @@ def embedding_text(
     occurred_start: str | None,
     occurred_end: str | None,
     lead_in: str | None,
+    section: str | None,
     spellings: Sequence[Sequence[str]],
 ) -> str:
     """What retain embedded for a stored fact, rebuilt from the store: the same text, time
-    phrase and lead-in; an entity is named in brackets only when none of its spellings is
-    in the text (retain named the extracted spans, which are in the text)."""
+    phrase, section (metadata "section") and lead-in (for a fact with a section, the
+    indexed lead-in is that section); an entity is named in brackets only when none of its
+    spellings is in the text (retain named the extracted spans, which are in the text)."""
     from memcli.retain import embed_text
     from memcli.timeparse import TimeSpan
 
@@ -508,7 +526,11 @@ def embedding_text(
         span = TimeSpan(start, datetime.fromisoformat(occurred_end) if occurred_end else start)
     lowered = text.lower()
     names = [names[0] for names in spellings if not any(n.lower() in lowered for n in names if n)]
-    return embed_text(text, context, span, names, _unindex(lead_in) if lead_in else None)
+    if section is not None:
+        lead_in = None
+    return embed_text(
+        text, context, span, names, _unindex(lead_in) if lead_in else None, section or None
+    )
 
 
 def _unindex(indexed: str) -> str:
@@ -533,7 +555,7 @@ class ReembedReport:
 
 
 def reembed(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     embedder: Any,
     *,
@@ -548,26 +570,26 @@ def reembed(
     import numpy as np
 
     started = time.perf_counter()
-    bank_id = store.require_bank(bank)
+    bank_id = store.banks.require_bank(bank)
     name = embedder.name
     fingerprint = getattr(embedder, "fingerprint", None)
     dim = int(embedder.dim)
-    have_dim = store.vector_dim()
+    have_dim = store.vectors.vector_dim()
     if have_dim is not None and have_dim != dim:
-        others = store.other_banks_with_vectors(bank_id)
+        others = store.reembed.other_banks_with_vectors(bank_id)
         if others:
             raise LifecycleError(
                 f"{name} makes {dim}-dimensional vectors but bank(s) {', '.join(others)} in "
                 f"this file hold {have_dim}: export this bank and import it with "
-                "--reembed into another --db"
+                "a re-embedding ({reembed}) into another store"
             )
     wanted = {"embedder": name, "fingerprint": fingerprint, "dim": dim}
-    state = store.reembed_state(bank_id)
+    state = store.reembed.reembed_state(bank_id)
     with store.atomic():
         if state != wanted:
-            store.begin_reembed(bank_id, wanted)
-    total = store.fact_count(bank_id)
-    resumed = store.staged_count(bank_id)
+            store.reembed.begin_reembed(bank_id, wanted)
+    total = store.facts.fact_count(bank_id)
+    resumed = store.reembed.staged_count(bank_id)
     if on_total:
         on_total(total, resumed)
     embedded = 0
@@ -575,7 +597,7 @@ def reembed(
     try:
         last = -1
         while True:
-            rows = store.embedding_inputs(bank_id, last, batch, skip_staged=True)
+            rows = store.reembed.embedding_inputs(bank_id, last, batch, skip_staged=True)
             if not rows:
                 break
             vectors = embedder.embed([embedding_text(*r[1:]) for r in rows])
@@ -585,7 +607,7 @@ def reembed(
             try:
                 with store.atomic():
                     _still_ours(store, bank_id, wanted)
-                    store.stage_vectors(bank_id, blobs)
+                    store.reembed.stage_vectors(bank_id, blobs)
             except InterruptedAfterCommit:
                 embedded += len(rows)  # staged: "so far" counts it
                 raise
@@ -598,10 +620,10 @@ def reembed(
                 _still_ours(store, bank_id, wanted)
                 # Facts retained since the batches above (another process) are embedded
                 # here, inside the swap's transaction, so no fact is left without a vector.
-                late = store.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
+                late = store.reembed.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
                 if late:
                     vectors = embedder.embed([embedding_text(*r[1:]) for r in late])
-                    store.stage_vectors(
+                    store.reembed.stage_vectors(
                         bank_id,
                         [
                             (r[0], np.asarray(v, dtype=np.float32).tobytes())
@@ -609,7 +631,7 @@ def reembed(
                         ],
                     )
                     embedded += len(late)
-                store.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
+                store.reembed.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
         except InterruptedAfterCommit:
             pass  # swapped in: done, nothing was left to stop (it said "old vectors")
     except KeyboardInterrupt:
@@ -619,14 +641,14 @@ def reembed(
     return report
 
 
-def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
+def _still_ours(store: StoreProtocol, bank_id: int, wanted: dict[str, Any]) -> None:
     """Raise LifecycleError when another re-embedding of the bank, with another model, has
     started since this one did (it cleared the staging table: vectors of two models would
     mix under one model's name). Called inside the batch's transaction."""
-    state = store.reembed_state(bank_id)
+    state = store.reembed.reembed_state(bank_id)
     if state == wanted:
         return
-    if not store.bank_exists(bank_id):
+    if not store.banks.bank_exists(bank_id):
         raise LifecycleError(
             "the bank was deleted by another process meanwhile; nothing to re-embed"
         )
@@ -638,30 +660,6 @@ def _still_ours(store: Store, bank_id: int, wanted: dict[str, Any]) -> None:
     raise LifecycleError(
         f"a re-embedding with {state.get('embedder')} started meanwhile in another process; "
         "this one stopped (the bank keeps its vectors until one of them finishes)"
-    )
-
-
-def check_query_embedder(store: Store, bank_id: int, embedder: Any) -> None:
-    """Raise StoreError when the bank's vectors come from another model than the one that
-    would embed the query (cosines between two models' vectors mean nothing)."""
-    from memcli.store.vectors import same_model_name
-
-    have_name, have_fp = store.bank_embedder(bank_id)
-    name = getattr(embedder, "name", None) or "?"
-    fingerprint = getattr(embedder, "fingerprint", None)
-    if have_fp is not None and fingerprint is not None:
-        same = have_fp == fingerprint
-    else:
-        same = have_name is None or same_model_name(have_name, name)
-    if same or not store.bank_has_vectors(bank_id):
-        return
-    bank = store.bank_row(bank_id)["name"]
-    theirs = f"{have_name} ({have_fp[:12]})" if have_fp else f"{have_name}"
-    ours = f"{name} ({fingerprint[:12]})" if fingerprint else name
-    raise StoreError(
-        f"bank {bank!r} was embedded with {theirs} but the query would be embedded with "
-        f"{ours}: give the bank's model with --embedder (or MEM_EMBEDDER), or re-embed the "
-        f"bank with `mem --bank {bank} reembed --embedder {name}`"
     )
 
 

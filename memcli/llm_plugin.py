@@ -13,7 +13,6 @@ line (llm shows them as "Could not load fragment ...").
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import llm
 
@@ -27,6 +26,7 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
     from memcli import render
     from memcli.config import Settings
     from memcli.display import has_visible_text
+    from memcli.memory import Memory
 
     if not query or not has_visible_text(query):
         raise ValueError('mem: give a query, e.g. mem:"Lisbon trip"')
@@ -34,47 +34,26 @@ def recall_text(query: str, max_tokens: int | None = None) -> str:
     # Checked before the models' modules load: the embedder reads MEM_THREADS when imported
     # ("invalid literal for int()" where the CLI names the setting).
     threads = settings.resolve("threads")
-    from memcli.models import choice
-    from memcli.models.embedder import load_embedder
-    from memcli.recall import RecallOptions
-    from memcli.recall import recall as run_recall
-    from memcli.store import Store
-
-    db = Path(settings.resolve("db").value)
-    bank = settings.resolve("bank").value
-    budget = settings.resolve("budget").value
     tokens_setting = settings.resolve("max_tokens")
     if max_tokens is None:
         max_tokens = (
             tokens_setting.value if tokens_setting.source != "default" else DEFAULT_FRAGMENT_TOKENS
         )
-    override = settings.resolve("embedder").value
-    # The reranker `mem recall` uses (MEM_RERANKER, the config's), so the fragment is what it
-    # prints; a model that cannot be loaded is an error there too.
-    reranker_path = settings.resolve("reranker").value
-    reranker = None
-    if reranker_path:
-        from memcli.models.reranker import load_reranker
-
-        reranker = load_reranker(reranker_path)
     if threads.source.startswith("config"):
         # llama.cpp's thread count is read from MEM_THREADS when the model loads.
         os.environ.setdefault("MEM_THREADS", str(threads.value))
-    with Store(db, create=False, readonly=True) as store:
-        bank_id = store.require_bank(bank)
-        recorded = store.bank_embedder(bank_id)[0]
-
-        def embedder():
-            return load_embedder(choice.for_bank(recorded, override, bank=bank).spec)
-
-        result = run_recall(
-            store,
-            bank,
-            query,
-            RecallOptions(budget=budget, max_tokens=max_tokens),
-            embedder=embedder,
-            reranker=reranker,
-        )
+    # The store, bank, embedder and reranker `mem recall` uses (MEM_*, the config file), so
+    # the fragment is what it prints.
+    with Memory(
+        settings.resolve("db").value,
+        settings.resolve("bank").value,
+        embedder=settings.resolve("embedder").value,
+        reranker=settings.resolve("reranker").value,
+        budget=settings.resolve("budget").value,
+        max_tokens=max_tokens,
+    ) as memory:
+        memory.require_bank(memory.bank)
+        result = memory.recall(query)
     text = render.to_text(result, decorate=False)
     if text:
         return text

@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from memcli import __version__
+from memcli import __version__, enums
 from memcli.cliparams import INT64_MAX
-from memcli.paths import file_identity
 
 INSTRUCTIONS = (
     "mem is a long-term memory. Call `recall` with a question before answering anything that "
@@ -37,295 +33,77 @@ INSTRUCTIONS = (
 )
 
 
-class MemoryService:
-    """The store and models behind the tools, opened once and shared by every call.
-
-    Calls are serialised with a lock: one SQLite connection and one llama.cpp context must
-    not be used by two calls at once (the SDK may run sync tools in worker threads).
-    """
-
-    def __init__(
-        self,
-        db: Path,
-        bank: str,
-        embedder_name: str | None = None,
-        reranker_path: str | None = None,
-        budget: str = "mid",
-        max_tokens: int = 4096,
-    ) -> None:
-        self.db = db
-        self.bank = bank
-        # recall's defaults when a call gives none: the CLI's settings (memcli/config.py).
-        self.budget = budget
-        self.max_tokens = max_tokens
-        self.embedder_name = embedder_name
-        self.reranker_path = reranker_path
-        self._lock = threading.Lock()
-        self._store: Any = None
-        self._identity: tuple[int, int, int] | None = None  # of the file opened (paths.py)
-        self._embedders: dict[str, Any] = {}
-        self._reranker: Any = None
-        self._reranker_loaded = False
-
-    # -- what the tools share -------------------------------------------------------------
-
-    def store(self, create: bool = False, *, recheck: bool = True) -> Any:
-        """The store, opened once, and again when the file at the path is no longer the one
-        opened (a backup restored over it, the store deleted): the old connection answered
-        from the deleted file and wrote into it, or into the new file's WAL. Only retain
-        creates it: a read through a mistyped --db must answer "no mem store", not leave an
-        empty store behind (as the CLI's recall). recheck=False: a call already holding
-        the store (retain's embedder lookup) keeps it, not a connection abandoned under it."""
-        if recheck and self._store is not None and file_identity(self.db) != self._identity:
-            self._store.abandon()
-            self._store = None
-        if self._store is None:
-            from memcli.store import Store
-
-            self._store = Store(self.db, create=create)
-            self._identity = file_identity(self.db)
-        return self._store
-
-    def _bank(self, bank: str | None) -> str:
-        """The bank a call names (None: the server's). An empty or bad name is an error, as
-        the CLI's --bank '' is, not the server's bank."""
-        if bank is None:
-            return self.bank
-        from memcli.labels import bank_name_problem
-
-        problem = bank_name_problem(bank)
-        if problem:
-            raise ValueError(f"bank: {problem}")
-        return bank
-
-    def embedder(self, bank: str, texts: list[str] | None = None) -> Any:
-        """The bank's embedder (the configured one, else the bank's own model, else the one
-        its first texts suit: memcli/models/choice.py), loaded once per model."""
-        from memcli.models import choice
-        from memcli.models.embedder import load_embedder
-
-        store = self.store(recheck=False)  # the call's store, checked when it began
-        bank_id = store.bank_id(bank)
-        recorded = store.bank_embedder(bank_id)[0] if bank_id is not None else None
-        spec = choice.for_bank(recorded, self.embedder_name, texts, bank=bank).spec
-        if spec not in self._embedders:
-            self._embedders[spec] = load_embedder(spec)
-        return self._embedders[spec]
-
-    def reranker(self) -> Any:
-        if not self._reranker_loaded:
-            if self.reranker_path:
-                from memcli.models.reranker import load_reranker
-
-                self._reranker = load_reranker(self.reranker_path)
-            self._reranker_loaded = True
-        return self._reranker
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-
-    # -- the tools' work ------------------------------------------------------------------
-
-    def retain(
-        self,
-        text: str,
-        at: str | None = None,
-        context: str | None = None,
-        tags: list[str] | None = None,
-        fact_type: str | None = None,
-        document_id: str | None = None,
-        bank: str | None = None,
-    ) -> dict[str, Any]:
-        from memcli.ingest import items_from_text
-        from memcli.lifecycle import note_possible_supersessions
-        from memcli.render import retain_json_obj
-        from memcli.retain import Retainer
-        from memcli.timeparse import parse_when
-
-        when = parse_when(at) if at is not None else None
-        item = items_from_text(
-            text,
-            None,
-            {
-                "timestamp": when,
-                "context": context,
-                "tags": list(tags or []),
-                "fact_type": fact_type,
-                "document_id": document_id,
-            },
-        )
-        with self._lock:
-            bank = self._bank(bank)
-            store = self.store(create=True)
-            model = self.embedder(bank, [item.text])
-            retainer = Retainer(store, bank, model, keep_stored=True)
-            summary = retainer.retain([item])
-            # As `mem retain --json`: the older facts each new one may correct (a hint).
-            note_possible_supersessions(store, bank, summary.stored)
-        return retain_json_obj(summary)
-
-    def recall(
-        self,
-        query: str,
-        budget: str | None = None,
-        max_tokens: int | None = None,
-        limit: int | None = None,
-        tags: list[str] | None = None,
-        tags_match: str = "any",
-        now: str | None = None,
-        as_of: str | None = None,
-        bank: str | None = None,
-    ) -> dict[str, Any]:
-        from memcli.recall import RecallOptions
-        from memcli.recall import recall as run_recall
-        from memcli.recall.pipeline import validate
-        from memcli.render import to_json_obj
-        from memcli.timeparse import parse_when
-
-        options = RecallOptions(
-            budget=budget or self.budget,
-            max_tokens=max_tokens or self.max_tokens,
-            limit=limit,
-            tags=tags or None,
-            tags_match=tags_match,
-            now=parse_when(now) if now is not None else None,
-            as_of=parse_when(as_of) if as_of is not None else None,
-        )
-        bank = self._bank(bank)
-        validate(options)  # a bad option is named before a missing store is
-        with self._lock:
-            result = run_recall(
-                self.store(),
-                bank,
-                query,
-                options,
-                embedder=lambda: self.embedder(bank),
-                reranker=self.reranker(),
-            )
-        return to_json_obj(result)
-
-    def list_facts(
-        self, selection: dict[str, Any], limit: int, offset: int, bank: str | None = None
-    ) -> list[dict[str, Any]]:
-        from memcli import lifecycle
-
-        with self._lock:
-            store = self.store()
-            with store.snapshot():
-                facts = lifecycle.iter_facts(
-                    store, self._bank(bank), _selection(selection), limit=limit, offset=offset
-                )
-                return [lifecycle.fact_json(f) for f in facts]
-
-    def forget(
-        self, selection: dict[str, Any], dry_run: bool, bank: str | None = None
-    ) -> dict[str, Any]:
-        """The same JSON as `mem forget --format json` (with --dry-run: the plan)."""
-        from memcli import lifecycle
-
-        bank = self._bank(bank)
-        with self._lock:
-            store = self.store()
-            plan = lifecycle.plan_forget(
-                store, bank, _selection(selection), embedder=lambda: self.embedder(bank)
-            )
-            if dry_run or not plan.fact_ids:
-                return lifecycle.forget_report(plan, dry_run, None)
-            counts = lifecycle.forget(store, plan)
-        return lifecycle.forget_report(plan, False, counts)
+def _selection(memory: Any, fields: dict[str, Any]) -> Any:
+    """A selection from tool arguments (None and empty lists: not given)."""
+    return memory.selection(**{k: v for k, v in fields.items() if v is not None and v != []})
 
 
-def _selection(fields: dict[str, Any]) -> Any:
-    """A lifecycle Selection from tool arguments (times parsed, empty lists as none)."""
-    from memcli.lifecycle import Selection
-    from memcli.timeparse import parse_when
-
-    out: dict[str, Any] = {}
-    for key, value in fields.items():
-        if value is None or value == []:
-            continue
-        if key in ("since", "until", "as_of"):
-            value = parse_when(value)
-        elif key in ("tags", "types"):
-            value = tuple(value)
-        out[key] = value
-    return Selection(**out)
+# The values of mem's enums (memcli/enums.py) as the tools' schemas list them (a Literal:
+# the tools validate strictly, and strict pydantic takes an Enum only as an instance).
+Budget = Literal[enums.Budget.values()]  # type: ignore[valid-type]
+TagsMatch = Literal[enums.TagsMatch.values()]  # type: ignore[valid-type]
+FactType = Literal[enums.FactType.values()]  # type: ignore[valid-type]
 
 
-# The library's messages name the CLI's flags; an agent knows the tools' arguments.
-_ARGUMENT_OF_FLAG = {
-    "--source-id": "source_id",
-    "--document": "document_id",
-    "--tag": "tags",
-    "--type": "types",
-    "--context": "context",
-    "--since": "since",
-    "--before": "before",
-    "--until": "before",
-    "--query": "query",
-    "--limit": "limit",
-    "--as-of": "as_of",
-    "--at": "at",
-    "--max-tokens": "max_tokens",
-    "--min-score": "min_score",
-    "--tags-match": "tags_match",
-    "--budget": "budget",
-}
-_FLAG = re.compile(r"--[a-z][a-z-]*(?:/--[a-z][a-z-]*)?")
+def one_line_validation(exc: Any) -> str:
+    """A pydantic ValidationError of a tool's arguments in one line, each problem named by
+    its argument ("max_tokens: Input should be greater than 0"); the SDK's text was four
+    lines a problem, with a link to pydantic's documentation."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
 
 
-def tool_words(message: str) -> str:
-    """A library message as a tool error: the CLI flags it names as the tools' arguments
-    ("--before/--since" as "before/since"); flags no tool has stay."""
-
-    def argument(m: re.Match[str]) -> str:
-        parts = m[0].split("/")
-        if all(p in _ARGUMENT_OF_FLAG for p in parts):
-            return "/".join(_ARGUMENT_OF_FLAG[p] for p in parts)
-        return m[0]
-
-    return _FLAG.sub(argument, message)
-
-
-Budget = Literal["low", "mid", "high"]
-TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
-FactType = Literal["world", "experience", "observation"]
-
-
-def build_server(service: MemoryService) -> Any:
-    """The MCP server with mem's tools bound to one service (store + models)."""
+def _server_class() -> Any:
+    """MCPServer, with argument errors in one line (the README promises one-line errors)."""
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    class OneLineErrorsServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None):
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc.__cause__, ValidationError):
+                    text = one_line_validation(exc.__cause__)
+                    raise ToolError(f"Error executing tool {name}: {text}") from exc.__cause__
+                raise
+
+    return OneLineErrorsServer
+
+
+def build_server(memory: Any) -> Any:
+    """The MCP server with mem's tools bound to one Memory (its store and models, loaded
+    once for every call)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     # INFO logs every call on stderr; an agent's host shows stderr to its user.
-    server = MCPServer("mem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _server_class()(
+        "mem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
 
-    def run(fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Our one-line errors (bad date, unknown bank, locked store...) as tool errors."""
+    def private(message: str) -> str:
+        """An error as an agent may see it: the store's path on this machine is not the
+        agent's business (it may be shown to, or logged by, a third party)."""
+        for shown in {str(memory.db.resolve()), str(memory.db)}:
+            message = message.replace(shown, "the store")
+        return message
+
+    def run(fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Call the Memory; its one-line errors (bad date, unknown bank, locked store...)
+        as tool errors, each naming the tool's argument it is about."""
         from memcli.cliutil import describe_unexpected
-        from memcli.ingest import InputError
-        from memcli.lifecycle import LifecycleError
-        from memcli.models import ModelError
-        from memcli.recall import RecallError
-        from memcli.retain import RetainError
-        from memcli.store import StoreError
+        from memcli.errors import MemError
 
         try:
             return fn(*args, **kwargs)
-        except (
-            InputError,
-            LifecycleError,
-            RecallError,
-            RetainError,
-            StoreError,
-            ModelError,
-            ValueError,
-        ) as exc:
-            raise ToolError(tool_words(str(exc))) from None
+        except MemError as exc:
+            raise ToolError(private(exc.describe())) from None
         except Exception as exc:  # noqa: BLE001 - a tool error, never a dead server
-            raise ToolError(describe_unexpected(exc)) from None
+            raise ToolError(private(describe_unexpected(exc))) from None
 
     @server.tool(
         name="retain",
@@ -352,7 +130,17 @@ def build_server(service: MemoryService) -> Any:
             str | None, Field(description="Memory bank (default: the server's).")
         ] = None,
     ) -> dict[str, Any]:
-        return run(service.retain, text, at, context, tags, type, document_id, bank)
+        return run(
+            lambda: memory.retain(
+                text,
+                at=at,
+                context=context,
+                tags=tags,
+                type=type,
+                document_id=document_id,
+                bank=bank,
+            ).to_json()
+        )
 
     @server.tool(
         name="recall",
@@ -409,7 +197,17 @@ def build_server(service: MemoryService) -> Any:
         ] = None,
     ) -> dict[str, Any]:
         return run(
-            service.recall, query, budget, max_tokens, limit, tags, tags_match, now, as_of, bank
+            lambda: memory.recall(
+                query,
+                budget=budget,
+                max_tokens=max_tokens,
+                limit=limit,
+                tags=tags,
+                tags_match=tags_match,
+                now=now,
+                as_of=as_of,
+                bank=bank,
+            ).to_json()
         )
 
     @server.tool(
@@ -435,21 +233,28 @@ def build_server(service: MemoryService) -> Any:
         offset: Annotated[int, Field(description="Skip this many first.", ge=0, le=INT64_MAX)] = 0,
         bank: Annotated[str | None, Field(description="Memory bank.")] = None,
     ) -> dict[str, Any]:
-        selection = {
-            "tags": tags,
-            "tags_match": tags_match,
-            "types": types,
-            "context": context,
-            "document": document_id,
-            "source_id": source_id,
-            "since": since,
-            "until": until,
-            "valid_only": not include_invalid,
-            "as_of": as_of,
-        }
-        # An object, not the bare array: the SDK gives an array one content block per item,
-        # and none at all when it is empty.
-        return {"facts": run(service.list_facts, selection, limit, offset, bank)}
+        def listed() -> dict[str, Any]:
+            selection = _selection(
+                memory,
+                {
+                    "tags": tags,
+                    "tags_match": tags_match,
+                    "types": types,
+                    "context": context,
+                    "document_id": document_id,
+                    "source_id": source_id,
+                    "since": since,
+                    "until": until,
+                    "include_invalid": include_invalid,
+                    "as_of": as_of,
+                },
+            )
+            facts = memory.list(selection, limit=limit, offset=offset, bank=bank)
+            # An object, not the bare array: the SDK gives an array one content block per
+            # item, and none at all when it is empty.
+            return {"facts": [f.to_json() for f in facts]}
+
+        return run(listed)
 
     @server.tool(
         name="forget",
@@ -481,22 +286,29 @@ def build_server(service: MemoryService) -> Any:
         dry_run: Annotated[bool, Field(description="Change nothing; say what would go.")] = False,
         bank: Annotated[str | None, Field(description="Memory bank.")] = None,
     ) -> dict[str, Any]:
-        selection = {
-            "ids": ids,
-            "document": document_id,
-            "source_id": source_id,
-            "tags": tags,
-            # Only facts carrying the tags: the non-strict modes also match untagged ones.
-            "tags_match": "any_strict",
-            "types": types,
-            "context": context,
-            "since": since,
-            "until": before,
-            "query": query,
-            "query_limit": limit,
-            "valid_only": False,
-        }
-        return run(service.forget, selection, dry_run, bank)
+        def forgotten() -> dict[str, Any]:
+            selection = _selection(
+                memory,
+                {
+                    "ids": ids,
+                    "document_id": document_id,
+                    "source_id": source_id,
+                    "tags": tags,
+                    # Only facts carrying the tags: the non-strict modes also match
+                    # untagged ones.
+                    "tags_match": "any_strict",
+                    "types": types,
+                    "context": context,
+                    "since": since,
+                    "until": before,
+                    "query": query,
+                    "query_limit": limit,
+                    "include_invalid": True,
+                },
+            )
+            return memory.forget(selection, dry_run=dry_run, bank=bank).to_json()
+
+        return run(forgotten)
 
     _strict_arguments(server)
     return server
@@ -538,14 +350,14 @@ def _takes_int(annotation: Any) -> bool:
     return annotation is int or int in typing.get_args(annotation)
 
 
-def serve(service: MemoryService) -> None:
+def serve(memory: Any) -> None:
     """Serve MCP on stdin/stdout until the client closes the pipe."""
     import anyio
 
     try:
-        anyio.run(_serve_stdio, build_server(service))
+        anyio.run(_serve_stdio, build_server(memory))
     finally:
-        service.close()
+        memory.close()
 
 
 async def _serve_stdio(server: Any) -> None:

@@ -130,9 +130,9 @@ def active_embedder(store: Any | None, bank: str, override: str | None) -> dict[
 
     recorded = None
     if store is not None:
-        bank_id = store.bank_id(bank)
+        bank_id = store.banks.bank_id(bank)
         if bank_id is not None:
-            recorded = store.bank_embedder(bank_id)[0]
+            recorded = store.vectors.bank_embedder(bank_id)[0]
     picked = choice.for_bank(recorded, override, bank=bank)
     why = {
         "explicit": "the embedder setting",

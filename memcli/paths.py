@@ -49,9 +49,25 @@ def is_store_file(candidate: str | os.PathLike, db: str | os.PathLike) -> bool:
     return any(file_identity(f"{db}{end}") == here for end in ("", *STORE_SIBLINGS))
 
 
+def store_location_problem(value: str | os.PathLike) -> str | None:
+    """What is wrong with a store location, or None: a URL is never taken for a path (a
+    postgresql:// store made a folder named "postgresql:" with a SQLite store inside)."""
+    import re
+
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", os.fspath(value))
+    if scheme:
+        return (
+            f"{scheme[1]}:// stores are not supported by this mem: give the path of a SQLite file"
+        )
+    return None
+
+
 def resolve_db_path(cli_value: str | os.PathLike | None) -> Path:
-    """--db PATH, else $MEM_DB, else <user data dir>/mem.db."""
+    """--db PATH, else $MEM_DB, else <user data dir>/mem.db. ValueError for a URL."""
     if cli_value:
+        problem = store_location_problem(cli_value)
+        if problem:
+            raise ValueError(problem)
         return Path(cli_value).expanduser()
     env = os.environ.get("MEM_DB")
     if env:

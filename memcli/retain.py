@@ -34,14 +34,16 @@ from memcli import blocks, tokens
 from memcli import entities as entity_mod
 from memcli.clock import utc_to_local, utcnow
 from memcli.display import has_visible_text, one_line
+from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
-from memcli.split import split_text, starts_with_cause
-from memcli.store import FACT_TYPES, InterruptedAfterCommit, Store, StoreError, content_hash, iso
+from memcli.split import SplitFact, split_text, starts_with_cause
+from memcli.store import FACT_TYPES, InterruptedAfterCommit, StoreError, content_hash, iso
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
 
 
-class RetainError(ValueError):
+class RetainError(MemError, ValueError):
     """Input that cannot be stored (one-line message)."""
 
 
@@ -63,6 +65,17 @@ class RetainItem:
     # source_id is the caller's own id for this item (a JSONL "id"), not a file's name: the
     # same id with the same words is the same item, however it is dated.
     id_given: bool = False
+    # One fact, its text kept as written (line breaks and all): a code block, a table, a
+    # list. Not split into sentences.
+    verbatim: bool = False
+    # Entities the input names that the text may not spell as a name: entity name -> the
+    # words that stand for it in the text (a wiki link [[Priya Sharma|Priya]]: "Priya"), or
+    # None when every fact of the item is about it (the entity an observation describes).
+    mentions: dict[str, str | None] = field(default_factory=dict)
+    # Whether the item retained just before it (same call, same document, close in time) is
+    # its lead-in, as a conversation's previous turn is a reply's. A note's paragraphs and
+    # an exported list of memories are no replies to each other.
+    lead_in: bool = True
 
 
 @dataclass
@@ -222,7 +235,25 @@ def check_item(item: RetainItem) -> RetainItem:
         if not isinstance(item.dates_from, datetime):
             raise RetainError("dates_from must be a datetime")
         item.dates_from = to_utc_naive(item.dates_from)
+    if not isinstance(item.mentions, dict):
+        raise RetainError("mentions must be an object")
+    for name, words in item.mentions.items():
+        if not isinstance(name, str) or not has_visible_text(name) or "\n" in name:
+            raise RetainError(f"a mentioned entity {name!r} is not a name on one line")
+        check_string(name, "a mentioned entity")
+        if words is not None:
+            if not isinstance(words, str):
+                raise RetainError(f"the words for entity {name!r} must be a string")
+            check_string(words, "a mention")
     return item
+
+
+def section_of(metadata: dict[str, Any]) -> str | None:
+    """The section a fact belongs to (metadata "section": the headings above a note's
+    paragraph, outermost first, joined by " > "). It is embedded with the fact and indexed
+    as the fact's lead-in, never part of its text."""
+    section = metadata.get("section") if isinstance(metadata, dict) else None
+    return section if isinstance(section, str) and has_visible_text(section) else None
 
 
 # -- prepare ------------------------------------------------------------------------------
@@ -234,11 +265,14 @@ def embed_text(
     span: TimeSpan | None,
     names: list[str],
     lead_in: str | None = None,
+    section: str | None = None,
 ) -> str:
-    """What the embedder sees: who said it, the text, when it happened, entity names the text
-    itself does not spell out, and what was said just before (a reply like "Yes, last
-    Tuesday!" means little alone). The stored text stays plain."""
-    head = f"{context}: " if context else ""
+    """What the embedder sees: who said it (or the note it is from) and the section it
+    belongs to, the text, when it happened, entity names the text itself does not spell out,
+    and what was said just before (a reply like "Yes, last Tuesday!" means little alone).
+    The stored text stays plain."""
+    head = " > ".join(part for part in (context, section) if part)
+    head = f"{head}: " if head else ""
     tail = ""
     if span is not None:
         tail += f" (happened {describe_span(span)})"
@@ -254,7 +288,11 @@ def embed_text(
 def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> list[_PendingFact]:
     """Split one checked item into facts with their types, times, entities and hashes."""
     mentioned = item.timestamp or now
-    chunks, facts = split_text(item.text, settings.fact_max_words, settings.chunk_max_words)
+    if item.verbatim:
+        text = item.text.strip("\n")
+        chunks, facts = [text], [SplitFact(text, 0)]
+    else:
+        chunks, facts = split_text(item.text, settings.fact_max_words, settings.chunk_max_words)
     out: list[_PendingFact] = []
     for position, fact in enumerate(facts):
         fact_type = item.fact_type or guess_fact_type(fact.text)
@@ -271,7 +309,9 @@ def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> l
                 caused_by=fact.caused_by,
                 fact_type=fact_type,
                 span=span,
-                entity_names=entity_mod.extract_entities(fact.text),
+                entity_names=with_mentions(
+                    entity_mod.extract_entities(fact.text), fact.text, item.mentions
+                ),
                 content_hash=content_hash(
                     fact.text,
                     item.context,
@@ -283,6 +323,23 @@ def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> l
                 mentioned_at=mentioned,
             )
         )
+    return out
+
+
+def with_mentions(names: list[str], text: str, mentions: dict[str, str | None]) -> list[str]:
+    """A fact's entity names with the ones its input names: a mention whose words are in
+    the fact's text (or that has no words: about every fact of the item) replaces the name
+    extracted from those words ("Priya" -> "Priya Sharma") or is added."""
+    if not mentions:
+        return names
+    out = list(names)
+    for entity, words in mentions.items():
+        if words is not None and not re.search(rf"(?<!\w){re.escape(words)}(?!\w)", text, re.I):
+            continue
+        spoken = (words or entity).lower()
+        out = [n for n in out if n.lower() != spoken]
+        if entity.lower() not in {n.lower() for n in out}:
+            out.append(entity)
     return out
 
 
@@ -300,7 +357,7 @@ class Retainer:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreProtocol,
         bank: str,
         embedder: Any,
         *,
@@ -308,6 +365,7 @@ class Retainer:
         now: datetime | None = None,
         keep_stored: bool = False,
         append: bool = False,
+        document_sources: dict[str, tuple[str | None, str | None]] | None = None,
     ) -> None:
         self.store = store
         self.bank = bank
@@ -316,6 +374,9 @@ class Retainer:
         self.now = to_utc_naive(now) if now is not None else utcnow()
         self.keep_stored = keep_stored
         self.append = append
+        # document id -> (source hash, sync root): recorded on the document's new version,
+        # so it goes live with it (store/sources.py).
+        self.document_sources = document_sources or {}
         self.summary = RetainSummary()
         # The bank this call writes into, fixed by its first batch (_bank_for_batch).
         self._bank_id: int | None = None
@@ -326,8 +387,8 @@ class Retainer:
         # to them.
         self._replaced_fact_ids: set[int] = set()
         self._entity_cache: dict[str, int] = {}
-        # The file's data version when those ids were last known good (_drop_stale_ids).
-        self._data_version: int | None = None
+        # The store's change token when those ids were last known good (_drop_stale_ids).
+        self._change_token: int | None = None
         # The last fact stored by this retain call: a next item that opens with "Because ..."
         # or "So ..." (a dialog reply) is causally linked to it.
         self._last_fact_id: int | None = None
@@ -351,7 +412,7 @@ class Retainer:
                 raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
         try:
             with self.store.atomic():
-                self.store.purge_abandoned_staging()
+                self.store.documents.purge_abandoned_staging()
             for batch in _batches(items, self.settings.batch_items):
                 self.retain_batch(batch)
                 if progress:
@@ -385,7 +446,7 @@ class Retainer:
                 self._drop_stale_ids()
                 bank_id = self._bank_for_batch()
                 if pending:
-                    self.store.ensure_vectors(
+                    self.store.vectors.ensure_vectors(
                         bank_id,
                         self.embedder.name,
                         getattr(self.embedder, "fingerprint", None),
@@ -418,8 +479,8 @@ class Retainer:
         (looked up by name again, later batches went to a new bank of the old name, with
         entity ids of the renamed one); a bank deleted meanwhile stops the call."""
         if self._bank_id is None:
-            self._bank_id = self.store.ensure_bank(self.bank, self.now)
-        elif not self.store.bank_exists(self._bank_id):
+            self._bank_id = self.store.banks.ensure_bank(self.bank, self.now)
+        elif not self.store.banks.bank_exists(self._bank_id):
             raise StoreError(
                 f"bank {self.bank!r} was deleted by another process while this retain ran"
             )
@@ -433,15 +494,19 @@ class Retainer:
             return _Target(bank_id, None)
         store = self.store
         if self.append:
-            return _Target(bank_id, store.ensure_document(bank_id, doc, self.now))
+            return _Target(bank_id, store.documents.ensure_document(bank_id, doc, self.now))
         if self._staging_bank is None:
-            self._staging_bank = store.create_staging_bank(bank_id, self.now)
+            self._staging_bank = store.banks.create_staging_bank(bank_id, self.now)
         row = self._staged_docs.get(doc)
         if row is None:
-            row = self._staged_docs[doc] = store.ensure_document(self._staging_bank, doc, self.now)
-            live = store.document_row(bank_id, doc)
+            row = self._staged_docs[doc] = store.documents.ensure_document(
+                self._staging_bank, doc, self.now
+            )
+            if doc in self.document_sources:
+                store.sources.set_document_source(row, *self.document_sources[doc])
+            live = store.documents.document_row(bank_id, doc)
             if live is not None:
-                self._replaced_fact_ids.update(store.document_fact_ids(live))
+                self._replaced_fact_ids.update(store.documents.document_fact_ids(live))
         return _Target(self._staging_bank, row)
 
     def _publish(self) -> None:
@@ -450,7 +515,9 @@ class Retainer:
         replaced: list[str] = []
         try:
             with self.store.atomic():
-                replaced = self.store.publish_staging(self._staging_bank, self._bank_for_batch())
+                replaced = self.store.documents.publish_staging(
+                    self._staging_bank, self._bank_for_batch()
+                )
         except InterruptedAfterCommit:
             # Swapped in: nothing staged is left to discard, and the summary counts it.
             self._staging_bank = None
@@ -466,7 +533,7 @@ class Retainer:
             return
         try:
             with self.store.atomic():
-                dropped = self.store.discard_staging(self._staging_bank)
+                dropped = self.store.documents.discard_staging(self._staging_bank)
             self.summary.items -= self._staged_items
             # Entities only the staged facts had, and their links, went with them.
             for key in ("facts", "entities", "links"):
@@ -489,7 +556,13 @@ class Retainer:
                 self._before, current = current or self._before, p.item
             prev = self._before
             lead = None
-            if s.lead_in_words and prev is not None and prev.document_id == p.item.document_id:
+            if (
+                s.lead_in_words
+                and prev is not None
+                and p.item.lead_in
+                and section_of(p.item.metadata) is None
+                and prev.document_id == p.item.document_id
+            ):
                 a, b = prev.timestamp, p.item.timestamp
                 if (
                     a is None
@@ -513,7 +586,15 @@ class Retainer:
         for p, lead in zip(pending, self._lead_ins(pending)):
             p.lead_in = lead
         texts = [
-            embed_text(p.text, p.item.context, p.span, p.entity_names, p.lead_in) for p in pending
+            embed_text(
+                p.text,
+                p.item.context,
+                p.span,
+                p.entity_names,
+                p.lead_in,
+                section_of(p.item.metadata),
+            )
+            for p in pending
         ]
         # Each distinct text once: a text repeated a thousand times (pasted twice, a log of
         # one line) was embedded a thousand times, then all but one skipped as duplicates.
@@ -540,11 +621,11 @@ class Retainer:
         # same id with the same words is the same memory, whatever time this run dates it.
         rerun: set[tuple[int, int | None, str, str]] = set()
         for (target_bank, doc_row), group in by_target.items():
-            seen[(target_bank, doc_row)] = store.existing_hashes(
+            seen[(target_bank, doc_row)] = store.facts.existing_hashes(
                 target_bank, doc_row, [p.content_hash for p in group]
             )
             undated = {p.item.source_id for p in group if _undated_with_id(p.item)}
-            for source_id, text, context, fact_type in store.facts_of_sources(
+            for source_id, text, context, fact_type in store.facts.facts_of_sources(
                 target_bank, doc_row, sorted(undated)
             ):
                 rerun.add((target_bank, doc_row, source_id, _timeless(text, context, fact_type)))
@@ -571,12 +652,12 @@ class Retainer:
             hashes.add(p.content_hash)
             chunk_key = (key, p.chunk_index)
             if chunk_key not in chunk_rows:
-                chunk_rows[chunk_key] = store.insert_chunk(
+                chunk_rows[chunk_key] = store.documents.insert_chunk(
                     target.bank_id, target.document_row, p.item.source_id, p.chunks[p.chunk_index]
                 )
             occurred_start = p.span.start if p.span else None
             occurred_end = p.span.end if p.span else None
-            fact_id = store.insert_fact(
+            fact_id = store.facts.insert_fact(
                 bank_id=target.bank_id,
                 text=p.text,
                 context=p.item.context,
@@ -594,7 +675,8 @@ class Retainer:
                 embedding=p.embedding,
                 now=self.now,
                 tail_tokens=blocks.tail_tokens(p.item.context, p.text),
-                lead_in=p.lead_in,
+                # A fact with a section has no lead-in: its section introduces it.
+                lead_in=p.lead_in or section_of(p.item.metadata),
             )
             # Counted now, while the tokenizer is loaded, so a recall of this fact finds
             # its date's shape known (blocks.block_tokens).
@@ -628,7 +710,7 @@ class Retainer:
                     }
                 )
         link_rows.extend(self._semantic_links(bank_id, linked))
-        store.add_links(link_rows)
+        store.links.add_links(link_rows)
         counts["links"] += len(link_rows)
         return counts
 
@@ -649,7 +731,7 @@ class Retainer:
         s = self.settings
         ids = [fid for fid, _ in new_facts]
         vectors = np.stack([np.asarray(vec, dtype=np.float32) for _, vec in new_facts])
-        nearest = self.store.nearest_earlier(
+        nearest = self.store.vectors.nearest_earlier(
             self._link_banks(bank_id),
             ids,
             vectors,
@@ -668,12 +750,14 @@ class Retainer:
         process has committed since: a forget or a bank's deletion may have removed them,
         and the next batch failed on them with "FOREIGN KEY constraint failed". Called with
         the write lock held, so nothing changes again before the batch commits."""
-        version = self.store.data_version()
-        if version == self._data_version:
+        version = self.store.change_token()
+        if version == self._change_token:
             return
-        self._data_version = version
+        self._change_token = version
         self._entity_cache.clear()
-        if self._last_fact_id is not None and not self.store.facts_by_id([self._last_fact_id]):
+        if self._last_fact_id is not None and not self.store.facts.facts_by_id(
+            [self._last_fact_id]
+        ):
             self._last_fact_id = None
 
     def _link_entities(self, bank_id: int, fact_id: int, names: list[str], seen: datetime) -> int:
@@ -688,21 +772,21 @@ class Retainer:
             if entity_id is None:
                 entity_id = self._resolve(bank_id, name, set(resolved), seen)
             if entity_id is None:
-                entity_id = store.insert_entity(
+                entity_id = store.entities.insert_entity(
                     bank_id, name, seen, entity_mod.candidate_keys(name)
                 )
                 created += 1
             elif key not in self._entity_cache:
-                store.add_entity_alias(entity_id, name, entity_mod.candidate_keys(name))
+                store.entities.add_entity_alias(entity_id, name, entity_mod.candidate_keys(name))
             self._entity_cache[key] = entity_id
             if entity_id in resolved:
                 continue
             resolved.append(entity_id)
-            store.mention_entity(fact_id, entity_id, seen)
+            store.entities.mention_entity(fact_id, entity_id, seen)
         return created
 
     def _resolve(self, bank_id: int, name: str, context_ids: set[int], now: datetime) -> int | None:
-        rows = self.store.entity_candidates(bank_id, entity_mod.candidate_keys(name))
+        rows = self.store.entities.entity_candidates(bank_id, entity_mod.candidate_keys(name))
         if not rows:
             return None
         # The common case, a name seen before, needs no scoring.
@@ -718,7 +802,7 @@ class Retainer:
                 last_seen=last_seen,
                 # Co-occurrence over the entity's latest facts only: bounded for hub entities.
                 # It counts only against the fact's other entities: none yet, none needed.
-                cooccurring=self.store.cooccurring_entities(eid) if context_ids else set(),
+                cooccurring=self.store.entities.cooccurring_entities(eid) if context_ids else set(),
             )
             for eid, ename, aliases, last_seen in rows
         ]

@@ -344,10 +344,10 @@ def vectors_off_model(db: Path, bank: str) -> tuple[str, list[int]]:
     from memcli.store import Store
 
     with Store(db, create=False, readonly=True) as store:
-        b = store.bank_id(bank)
-        name, fingerprint = store.bank_embedder(b)
-        rows = store.embedding_inputs(b, -1, 1 << 30)
-        stored = store.vectors_for([r[0] for r in rows], b)
+        b = store.banks.bank_id(bank)
+        name, fingerprint = store.vectors.bank_embedder(b)
+        rows = store.reembed.embedding_inputs(b, -1, 1 << 30)
+        stored = store.vectors.vectors_for([r[0] for r in rows], b)
     model = load_embedder(choice.for_bank(name, None, bank=bank).spec)
     if fingerprint and getattr(model, "fingerprint", fingerprint) != fingerprint:
         return f"{name} (another file than the bank's)", [r[0] for r in rows]

@@ -70,7 +70,7 @@ def _insert_bare_fact(
     text: str | None = None,
     fact_type: str = "world",
 ) -> int:
-    return store.insert_fact(
+    return store.facts.insert_fact(
         bank_id=bank,
         text=text or f"fact {number}",
         context=None,

@@ -50,7 +50,7 @@ def retain_items(db: Path, texts: list[str], *args: str):
 
 def bank_embedder(db: Path, bank: str = "default") -> str | None:
     with Store(db) as s:
-        return s.bank_embedder(s.require_bank(bank))[0]
+        return s.vectors.bank_embedder(s.banks.require_bank(bank))[0]
 
 
 # -- scripts -------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ def test_choice_rules() -> None:
     )
     # recorded by an older version as the converted file's stem
     assert choice.for_bank("all-MiniLM-L6-v2-53aa51172d14-f16", None).spec == "all-MiniLM-L6-v2"
-    with pytest.raises(Exception, match="--embedder PATH"):
+    with pytest.raises(Exception, match="give that model.s file as the embedder"):
         choice.for_bank("my-own-model", None)
 
 
@@ -382,7 +382,7 @@ def test_a_cjk_date_off_the_calendar_stores_the_whole_import(tmp_path: Path) -> 
     assert out.exit_code == 0, out.output
     store = Store(db, create=False)
     try:
-        assert store.fact_count() == 71
+        assert store.facts.fact_count() == 71
     finally:
         store.close()
     for query, now in (

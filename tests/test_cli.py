@@ -26,7 +26,7 @@ def fact_count(db: Path) -> int:
     from memcli.store import Store
 
     with Store(db) as s:
-        return s.fact_count()
+        return s.facts.fact_count()
 
 
 def test_retain_then_recall_as_text_json_and_md(db_path):
@@ -244,17 +244,13 @@ def test_ctrl_c_during_import_keeps_committed_batches(db_path, tmp_path):
 
 def _committed(db: Path) -> int:
     """Facts committed so far, read by another connection as a second process would."""
-    import apsw
+    from memcli.store import Store, StoreError
 
     try:
-        conn = apsw.Connection(str(db))
-        conn.set_busy_timeout(5000)
-        try:
-            return conn.execute("SELECT count(*) FROM facts").fetchone()[0]
-        finally:
-            conn.close()
-    except apsw.Error:
-        return 0  # not created yet, or no schema yet
+        with Store(db, create=False, readonly=True) as s:
+            return s.facts.fact_count()
+    except StoreError:
+        return 0  # not created yet
 
 
 def test_a_budget_too_small_says_so_instead_of_no_match(db_path):

@@ -32,13 +32,13 @@ def mem(db: Path, *args: str, input: str | None = None):
 
 def texts_of(db: Path, document: str | None = None) -> list[str]:
     with Store(db) as s:
-        bank = s.require_bank("default")
+        bank = s.banks.require_bank("default")
         if document is None:
-            ids = s.fact_ids_of_bank(bank)
+            ids = s.facts.fact_ids_of_bank(bank)
         else:
-            row = s.document_row(bank, document)
-            ids = s.document_fact_ids(row) if row else []
-        facts = s.facts_by_id(ids, bank)
+            row = s.documents.document_row(bank, document)
+            ids = s.documents.document_fact_ids(row) if row else []
+        facts = s.facts.facts_by_id(ids, bank)
         return sorted(f.text for f in facts.values())
 
 
@@ -99,9 +99,9 @@ def test_one_retain_call_builds_a_document_across_batches_in_any_order(store, em
         for i in range(150)
     ]
     Retainer(store, "default", embedder).retain(items)
-    bank = store.require_bank("default")
-    assert len(store.document_fact_ids(store.document_row(bank, "a"))) == 100
-    assert len(store.document_fact_ids(store.document_row(bank, "b"))) == 50
+    bank = store.banks.require_bank("default")
+    assert len(store.documents.document_fact_ids(store.documents.document_row(bank, "a"))) == 100
+    assert len(store.documents.document_fact_ids(store.documents.document_row(bank, "b"))) == 50
 
 
 def test_a_shared_sentence_belongs_to_each_document(db_path):
@@ -203,9 +203,8 @@ def test_an_interrupted_replace_leaves_the_old_version_whole(db_path, tmp_path, 
     assert mem(db_path, "retain", "Something else.").exit_code == 0
     assert hidden_rows(db_path) == 0
     with Store(db_path) as s:
-        fts = s.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
-        vec = s.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
-        assert fts == vec == s.fact_count() == 301
+        assert s.health.index_counts() == {"facts": 301, "fts_rows": 301, "vectors": 301}
+        assert s.facts.fact_count() == 301
 
 
 def _entity_records(db: Path) -> list[dict]:
@@ -284,8 +283,8 @@ def test_an_interrupted_call_counts_only_what_it_keeps(store, embedder):
     )
     summary = retainer.retain(items, progress=progress)
     assert summary.interrupted
-    bank = store.require_bank("default")
-    assert store.fact_count(bank) == 3
+    bank = store.banks.require_bank("default")
+    assert store.facts.fact_count(bank) == 3
     assert (summary.items, summary.facts) == (3, 3)
     assert summary.line().startswith("interrupted: kept 3 items, 3 facts stored")
 
@@ -316,9 +315,9 @@ def test_an_interrupted_call_counts_only_the_entities_and_links_it_keeps(store, 
         settings=RetainSettings(batch_items=3),
     )
     summary = retainer.retain(items, progress=progress)
-    assert summary.interrupted and store.fact_count(store.require_bank("default")) == 3
-    kept_entities = store.conn.execute("SELECT count(*) FROM entities").fetchone()[0]
-    assert (summary.entities, summary.links) == (kept_entities, store.link_count())
+    assert summary.interrupted and store.facts.fact_count(store.banks.require_bank("default")) == 3
+    kept_entities = store.health.row_counts()["entities"]
+    assert (summary.entities, summary.links) == (kept_entities, store.links.link_count())
 
 
 def test_a_replace_committed_while_recall_reads_is_not_mixed_in(db_path, embedder, monkeypatch):
@@ -355,7 +354,7 @@ def test_a_replace_committed_while_recall_reads_is_not_mixed_in(db_path, embedde
         result = pipeline.recall(
             store, "default", "lighthouse keeper ledger", RecallOptions(), embedder=embedder
         )
-        live = {f.id for f in store.facts_by_id(range(1, 100)).values()}
+        live = {f.id for f in store.facts.facts_by_id(range(1, 100)).values()}
     assert swaps
     texts = [c.fact.text for c in result.results]
     assert texts and all("new ledger" in t for t in texts), texts
@@ -385,8 +384,8 @@ def test_append_without_any_document_is_a_usage_error(db_path, tmp_path):
 def _current_and_closed(db: Path) -> tuple[list[str], dict[str, str | None]]:
     """(texts of the valid facts, text of each closed fact -> its successor's text)."""
     with Store(db) as s:
-        bank = s.require_bank("default")
-        facts = s.facts_by_id(s.fact_ids_of_bank(bank), bank)
+        bank = s.banks.require_bank("default")
+        facts = s.facts.facts_by_id(s.facts.fact_ids_of_bank(bank), bank)
     valid = sorted(f.text for f in facts.values() if f.invalid_at is None)
     closed = {
         f.text: facts[f.superseded_by].text if f.superseded_by in facts else None
@@ -470,20 +469,20 @@ def test_a_live_import_whose_process_id_means_nothing_here_is_not_purged(db_path
     importer = Store(db_path)
     writer = Store(db_path)
     try:
-        bank = importer.ensure_bank("default", datetime(2026, 1, 1))
+        bank = importer.banks.ensure_bank("default", datetime(2026, 1, 1))
         monkeypatch.setattr(banks_mod.os, "getpid", lambda: elsewhere)
         with importer.atomic():
-            staging = importer.create_staging_bank(bank, datetime(2026, 1, 1))
+            staging = importer.banks.create_staging_bank(bank, datetime(2026, 1, 1))
         monkeypatch.undo()
         lock_files = list(db_path.parent.glob(f".{db_path.name}.staging-{elsewhere}-*.lock"))
         assert len(lock_files) == 1
         with writer.atomic():
-            assert writer.purge_abandoned_staging() == 0  # its owner holds the lock
+            assert writer.documents.purge_abandoned_staging() == 0  # its owner holds the lock
         # The importer is killed: its lock goes with it (the file stays).
-        fd, _ = importer.__dict__["_staging_locks"].pop(staging)
+        fd, _ = importer.banks._staging_locks.pop(staging)
         os.close(fd)
         with writer.atomic():
-            assert writer.purge_abandoned_staging() == 1
+            assert writer.documents.purge_abandoned_staging() == 1
         assert not lock_files[0].exists()
     finally:
         importer.close()
@@ -535,7 +534,7 @@ def test_a_bank_renamed_while_a_retain_writes_into_it_gets_the_whole_retain(db_p
     def rename_after_the_first_batch(done: int) -> None:
         if not renamed:
             with Store(db_path) as other, other.atomic():
-                other.rename_bank(other.require_bank("work"), "job")
+                other.banks.rename_bank(other.banks.require_bank("work"), "job")
             renamed.append(done)
 
     with Store(db_path) as store:
@@ -543,9 +542,9 @@ def test_a_bank_renamed_while_a_retain_writes_into_it_gets_the_whole_retain(db_p
         retainer.retain(_people_items(12), rename_after_the_first_batch)
     assert renamed
     with Store(db_path) as store:
-        assert store.bank_names() == ["job"]
-        job = store.require_bank("job")
-        assert len(store.fact_ids_of_bank(job)) == 13
+        assert store.banks.bank_names() == ["job"]
+        job = store.banks.require_bank("job")
+        assert len(store.facts.fact_ids_of_bank(job)) == 13
     out = runner.invoke(app, ["--db", str(db_path), "doctor"])
     assert out.exit_code == 0, out.output
     dump = db_path.with_name("job.jsonl")
@@ -567,7 +566,7 @@ def test_a_bank_deleted_while_a_retain_writes_into_it_stops_the_retain(db_path, 
     def delete_after_the_first_batch(done: int) -> None:
         if not deleted:
             with Store(db_path) as other, other.atomic():
-                other.delete_bank(other.require_bank("work"))
+                other.banks.delete_bank(other.banks.require_bank("work"))
             deleted.append(done)
 
     with Store(db_path) as store:
@@ -575,6 +574,6 @@ def test_a_bank_deleted_while_a_retain_writes_into_it_stops_the_retain(db_path, 
         with pytest.raises(StoreError, match="deleted"):
             retainer.retain(_people_items(12), delete_after_the_first_batch)
     with Store(db_path) as store:
-        assert store.bank_names() == []
-        assert store.fact_count() == 0
+        assert store.banks.bank_names() == []
+        assert store.facts.fact_count() == 0
     assert hidden_rows(db_path) == 0

@@ -223,7 +223,7 @@ def test_centre_removes_the_common_direction(e5: Embedder, plain_e5: Embedder) -
 
 def test_shipped_centre_is_the_models_own(plain_e5: Embedder, source: E5File) -> None:
     """The centre in memcli/data is what model_center computes from the model itself."""
-    recomputed = model_center(source, plain_e5.path)
+    recomputed = model_center(source, plain_e5.embed)
     np.testing.assert_allclose(shipped_center(), recomputed, atol=2e-4)
 
 

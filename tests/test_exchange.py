@@ -72,19 +72,12 @@ def source(tmp_path: Path) -> Path:
 
 def table_counts(db: Path) -> dict[str, int]:
     with Store(db) as s:
-        q = s.conn.execute
-        return {
-            t: q(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in (
-                "facts", "fact_fts", "fact_vec", "fact_tags", "fact_entities", "entities",
-                "entity_keys", "links", "chunks", "documents", "banks",
-            )
-        }  # fmt: skip
+        return s.health.row_counts()
 
 
 def test_round_trip_is_byte_identical(source: Path, tmp_path: Path, monkeypatch) -> None:
     # Pages of two rows: the export's keyset paging crosses many page boundaries.
-    monkeypatch.setattr("memcli.store.lifecycle.PAGE", 2)
+    monkeypatch.setattr("memcli.store.exchange.PAGE", 2)
     first = ok(mem(source, "export"))
     fresh = tmp_path / "fresh.db"
     r = mem(fresh, "import", "-", input=first)
@@ -123,8 +116,8 @@ def test_recomputed_vectors_equal_the_originals(source: Path, tmp_path: Path, em
     fresh = tmp_path / "fresh.db"
     ok(mem(fresh, "import", "-", input=ok(mem(source, "export"))))
     with Store(source) as a, Store(fresh) as b:
-        ids = a.fact_ids_of_bank(a.require_bank("default"))
-        va, vb = a.vectors_for(ids), b.vectors_for(ids)
+        ids = a.facts.fact_ids_of_bank(a.banks.require_bank("default"))
+        va, vb = a.vectors.vectors_for(ids), b.vectors.vectors_for(ids)
     assert set(va) == set(vb) == set(ids)
     for i in ids:
         assert float(np.dot(va[i], vb[i])) > 0.9999, i
@@ -217,7 +210,7 @@ def test_export_into_a_fifo_is_read_by_its_reader(source: Path, tmp_path: Path) 
 
 def _banks(db: Path) -> list[str]:
     with Store(db) as s:
-        return s.bank_names()
+        return s.banks.bank_names()
 
 
 def _bad_import(db: Path, text: str, *needles: str, args: tuple[str, ...] = ()) -> None:
@@ -288,7 +281,7 @@ def test_vectors_of_another_embedder_are_refused_unless_reembedded(
     assert "embedded" in r.stderr
     # The bank records the embedder that really made its vectors.
     with Store(target) as s:
-        name, fp = s.bank_embedder(s.require_bank("default"))
+        name, fp = s.vectors.bank_embedder(s.banks.require_bank("default"))
     assert name != "some-other-model" and fp != "0" * 64
 
 
@@ -520,13 +513,13 @@ def test_a_store_made_meanwhile_at_the_path_is_left_alone(tmp_path: Path) -> Non
         from datetime import datetime
 
         with store.atomic():
-            store.ensure_bank("mine", datetime(2026, 1, 1))
+            store.banks.ensure_bank("mine", datetime(2026, 1, 1))
         ok(mem(fresh, "--bank", "theirs", "retain", "Made by another process."))
 
     with pytest.raises(StoreError, match="another process"):
         fill_new_store(fresh, fill)
     with Store(fresh) as s:
-        assert s.bank_id("mine") is None and s.bank_id("theirs") is not None
+        assert s.banks.bank_id("mine") is None and s.banks.bank_id("theirs") is not None
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
         "mem.db"
     ]
@@ -579,7 +572,7 @@ def test_an_import_into_a_new_path_stopped_midway_leaves_no_store(big_export, tm
     # The same import run to its end makes the store, and removes what the killed one left.
     ok(mem(fresh, "import", str(big_export)))
     with Store(fresh) as s:
-        assert s.fact_count() == 300
+        assert s.facts.fact_count() == 300
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mem.db"]
 
 
@@ -673,7 +666,7 @@ def test_an_import_racing_another_into_the_same_new_bank_is_one_clear_error(
         # Between this import's first look and its write, another process makes the bank.
         with Store(target) as rival:
             with rival.atomic():
-                rival.create_bank_row("same", "2026-01-01T00:00:00")
+                rival.exchange.create_bank_row("same", "2026-01-01T00:00:00")
         return embedder
 
     with Store(target) as store:
@@ -841,8 +834,8 @@ def test_an_import_lets_other_writers_in_while_it_embeds(source: Path, target: P
     )
     assert report.embedded == report.counts["facts"] > 0
     with Store(target) as s:
-        assert sorted(s.bank_names()) == ["copy", "default", "other"]
-        assert s.fact_count() == 1 + 1 + report.counts["facts"]
+        assert sorted(s.banks.bank_names()) == ["copy", "default", "other"]
+        assert s.facts.fact_count() == 1 + 1 + report.counts["facts"]
 
 
 @pytest.mark.parametrize("kind", ["document", "chunk", "entity"])
@@ -1025,7 +1018,7 @@ def test_doctor_finds_a_store_near_the_id_limit(tmp_path: Path) -> None:
     db = tmp_path / "near.db"
     ok(mem(db, "retain", "A fact."))
     with Store(db) as s, s.atomic():
-        s.conn.execute("UPDATE meta SET value = ? WHERE key = 'fact_id_high'", (str(2**63 - 10),))
+        s.exchange.keep_fact_ids_past(2**63 - 10)  # as an import of such ids keeps them
     result = mem(db, "doctor")
     assert result.exit_code == 1
     assert "ids" in result.stdout and "left" in result.stdout, result.stdout

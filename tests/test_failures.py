@@ -52,7 +52,7 @@ def one_error_line(stderr: str, *needles: str) -> None:
 
 def fact_count(db: Path) -> int:
     with Store(db) as s:
-        return s.fact_count()
+        return s.facts.fact_count()
 
 
 def seeded(db: Path) -> Path:
@@ -208,7 +208,7 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
     # SIGXFSZ, so the write returns an error instead of killing the process).
     seeded(db_path)
     with Store(db_path) as s:
-        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        s.checkpoint()
     rows = [
         {"text": f"Line {i} of a long diary about the allotment and its {i} tomatoes."}
         for i in range(400)
@@ -222,10 +222,13 @@ def test_a_full_disk_is_one_line_and_the_store_stays_whole(db_path, tmp_path):
     if kept:
         assert f"the {kept} items of the batches before it stay stored" in err.decode()
     with Store(db_path) as s:
-        assert s.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        fts = s.conn.execute("SELECT count(*) FROM fact_fts").fetchone()[0]
-        vec = s.conn.execute("SELECT count(*) FROM fact_vec").fetchone()[0]
-        assert fts == vec == kept + 1
+        assert s.health.quick_check() == ["ok"] and s.health.foreign_key_violations() == 0
+        assert s.health.index_counts() == {
+            "facts": kept + 1,
+            "fts_rows": kept + 1,
+            "vectors": kept + 1,
+        }
+        assert s.health.fts_integrity_error() is None
 
 
 @pytest.mark.parametrize(
@@ -264,7 +267,7 @@ def test_jsonl_lines_end_only_at_newlines(db_path, tmp_path, separator):
     r = mem(db_path, "retain", "--jsonl", str(path))
     assert r.exit_code == 0, r.stderr
     with Store(db_path) as s:
-        texts = " ".join(f.text for f in s.facts_by_id(range(1, 10)).values())
+        texts = " ".join(f.text for f in s.facts.facts_by_id(range(1, 10)).values())
     assert "blue pot" in texts and "A second line." in texts
     query = json.dumps({"query": f"spare{separator}key"}, ensure_ascii=False)
     r = mem(db_path, "recall", "--batch", "-", "--format", "json", input=query + "\n")
@@ -451,7 +454,9 @@ def test_an_aware_timestamp_through_the_library_is_stored_as_utc(store, embedder
     Retainer(store, "default", embedder).retain(
         [RetainItem(text="Met Ada at the port.", timestamp=said)]
     )
-    (fact,) = store.facts_by_id(store.fact_ids_of_bank(store.require_bank("default"))).values()
+    (fact,) = store.facts.facts_by_id(
+        store.facts.fact_ids_of_bank(store.banks.require_bank("default"))
+    ).values()
     assert fact.mentioned_at == datetime(2026, 3, 1, 7, 30)
 
 
@@ -468,7 +473,9 @@ def test_natural_language_at_is_local_time_stored_as_utc(db_path, monkeypatch):
         .replace(tzinfo=None)
     )
     with Store(db_path) as s:
-        (fact,) = s.facts_by_id(s.fact_ids_of_bank(s.require_bank("default"))).values()
+        (fact,) = s.facts.facts_by_id(
+            s.facts.fact_ids_of_bank(s.banks.require_bank("default"))
+        ).values()
     assert fact.mentioned_at == expected
 
 
@@ -476,7 +483,7 @@ def test_a_full_disk_during_a_document_replace_keeps_the_old_version(db_path, tm
     old = [{"text": f"Old page {i} of the manual.", "document_id": "manual"} for i in range(5)]
     assert mem(db_path, "retain", "--jsonl", str(write_jsonl(tmp_path / "v1", old))).exit_code == 0
     with Store(db_path) as s:
-        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        s.checkpoint()
     new = [
         {"text": f"New page {i} of the manual, much longer than before.", "document_id": "manual"}
         for i in range(400)
@@ -484,8 +491,10 @@ def test_a_full_disk_during_a_document_replace_keeps_the_old_version(db_path, tm
     path = write_jsonl(tmp_path / "v2", new)
     retain_past_a_full_disk(db_path, path)
     with Store(db_path) as s:
-        bank = s.require_bank("default")
-        texts = sorted(f.text for f in s.facts_by_id(s.fact_ids_of_bank(bank), bank).values())
+        bank = s.banks.require_bank("default")
+        texts = sorted(
+            f.text for f in s.facts.facts_by_id(s.facts.fact_ids_of_bank(bank), bank).values()
+        )
     assert texts == sorted(r["text"] for r in old)
 
 
@@ -583,7 +592,9 @@ def test_relative_dates_are_read_on_the_users_local_day(db_path, monkeypatch):
     said = "2026-03-21T20:00:00Z"
     assert mem(db_path, "retain", "I went hiking yesterday.", "--at", said).exit_code == 0
     with Store(db_path) as s:
-        (fact,) = s.facts_by_id(s.fact_ids_of_bank(s.require_bank("default"))).values()
+        (fact,) = s.facts.facts_by_id(
+            s.facts.fact_ids_of_bank(s.banks.require_bank("default"))
+        ).values()
     assert (fact.occurred_start, fact.occurred_end) == (
         datetime(2026, 3, 21),
         datetime(2026, 3, 22),
@@ -758,10 +769,12 @@ def test_a_byte_order_mark_is_no_part_of_a_file_or_a_jsonl_batch(db_path, tmp_pa
     assert r.exit_code == 0, r.output
     (stored,) = json.loads(r.stdout)["stored"]
     assert stored["text"] == "The spare key is under the blue pot."
-    # the same words typed at the same time: a duplicate, not a second fact
-    assert (
-        mem(db_path, "retain", "The spare key is under the blue pot.", "--at", said).exit_code == 0
-    )
+    # the file saved again without the mark (a file is its own document, issue 34): the
+    # same words, replaced in place, still one fact
+    text_file.write_bytes(b"The spare key is under the blue pot.\n")
+    r = mem(db_path, "retain", "--file", str(text_file), "--json", "--at", said)
+    assert r.exit_code == 0 and "1 documents replaced" in r.stderr, r.output
+    assert [s["text"] for s in json.loads(r.stdout)["stored"]] == [stored["text"]]
     assert fact_count(db_path) == 1
     batch = tmp_path / "items.jsonl"
     batch.write_bytes(bom + b'{"text": "The gate code is 4411."}\n')
@@ -903,12 +916,12 @@ def test_a_jsonl_line_that_cannot_be_read_names_its_line_and_can_be_skipped(
     out = mem(db_path, "retain", "--jsonl", str(src))
     assert out.exit_code != 0
     assert needle in out.output and "unexpected" not in out.output, out.output
-    assert not db_path.exists() or Store(db_path, create=False).fact_count() == 0
+    assert not db_path.exists() or Store(db_path, create=False).facts.fact_count() == 0
     out = mem(db_path, "retain", "--jsonl", str(src), "--skip-invalid", "--json")
     assert out.exit_code == 0, out.output
     store = Store(db_path, create=False)
     try:
-        assert sorted(store.fact_texts(store.require_bank("default"))) == [
+        assert sorted(store.facts.fact_texts(store.banks.require_bank("default"))) == [
             "first note",
             "third note",
         ]
@@ -964,7 +977,10 @@ def test_a_closed_stdout_or_stderr_is_no_failure(db_path, args, closed):
         preexec_fn=lambda: os.close(closed),
         timeout=120,
     )
-    assert done.returncode == 0, (done.stdout, done.stderr)
+    # A recall's results are its output: with stdout closed nothing would receive them,
+    # which is an error (issue 30), not the silent success it was.
+    expected = 1 if (args[0], closed) == ("recall", 1) else 0
+    assert done.returncode == expected, (done.stdout, done.stderr)
     if args[0] == "retain":
         assert fact_count(db_path) == 2
 
@@ -1275,7 +1291,7 @@ def test_forget_with_a_query_of_no_visible_text_is_a_usage_error(db_path, query)
     seeded(db_path)
     out = mem(db_path, "forget", "--query", query, "--dry-run")
     assert out.exit_code == 2, out.output
-    one_error_line(out.output, "--query is empty")
+    one_error_line(out.output, "--query: is empty")
     assert "unexpected" not in out.output
 
 
@@ -1306,7 +1322,7 @@ def test_a_bad_busy_timeout_is_a_setting_error_naming_the_variable(db_path, valu
         env={**os.environ, "MEM_BUSY_TIMEOUT_MS": value},
         timeout=120,
     )
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 1, done.stderr  # a setting, as every bad MEM_* value
     one_error_line(done.stderr, "$MEM_BUSY_TIMEOUT_MS")
 
 
@@ -1617,10 +1633,15 @@ def test_supersedes_with_several_items_is_a_usage_error(db_path, tmp_path):
 def test_a_file_retained_again_on_another_day_is_a_new_memory(db_path, tmp_path):
     """A file's name is its items' source id, but not an id the caller gave: the rule for
     undated items with ids (an interrupted import run again) dropped a journal file's same
-    sentence retained again later as a duplicate (review)."""
+    sentence retained again later as a duplicate (review). Since issue 34 a file is its own
+    document (the same file again is skipped): a journal kept in one file gives each day's
+    version its own --document."""
     day = tmp_path / "day.txt"
     day.write_text("I went for a run in the park.")
-    for _ in range(2):
-        r = mem(db_path, "retain", "--file", str(day))
+    for document in ("day-1", "day-2"):
+        r = mem(db_path, "retain", "--file", str(day), "--document", document)
         assert r.exit_code == 0 and "1 facts stored" in r.stderr, r.stderr
         time.sleep(1.1)  # the next second: another time said
+    r = mem(db_path, "retain", "--file", str(day), "--document", "day-2")
+    assert r.exit_code == 0 and "as it was retained: skipped" in r.stderr, r.stderr
+    assert fact_count(db_path) == 2

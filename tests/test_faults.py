@@ -153,6 +153,28 @@ def test_a_cleanly_closed_store_on_a_full_disk_can_be_exported_and_read(tmp_path
             assert check.execute("pragma integrity_check").fetchone() == ("ok",)
 
 
+@pytest.mark.skipif(FULL_DISK != "tmpfs", reason="a full file system in this process: root")
+def test_a_long_lived_memory_lets_go_of_a_store_it_read_alone_on_a_full_disk(tmp_path):
+    """A read on a full disk holds the store alone (SQLite has no room for the shared -shm).
+    A Memory kept it open after list or export (as the MCP server's Memory does), so once
+    there was room again every other process waited for its lock until the Memory wrote."""
+    from memcli.memory import Memory
+
+    with full_disk(tmp_path, FULL_DISK) as (folder, _):
+        db = folder / "mem.db"
+        assert mem(db, "retain", "Maya flew to Lisbon on May 9.").returncode == 0
+        fill(folder)
+        with Memory(db) as memory:
+            assert ["Lisbon" in f.text for f in memory.list()] == [True]
+            _, lines = memory.export_lines()
+            assert "Lisbon" in "".join(lines)
+            (folder / ".filler").unlink()
+            env = {**os.environ, "MEM_BUSY_TIMEOUT_MS": "3000"}
+            done = mem(db, "retain", "Room again on the disk.", env=env)
+            assert done.returncode == 0, done.stderr
+            assert len(memory.list()) == 2
+
+
 # -- the suite's runs, on a small prepared store ----------------------------------------------
 
 
@@ -337,7 +359,7 @@ def ctrl_c_at_commit(store: Store, number: int) -> None:
             os.kill(os.getpid(), signal.SIGINT)
         return 0  # SQLITE_OK
 
-    store.conn.set_wal_hook(hook)
+    store.core.conn.set_wal_hook(hook)
 
 
 def test_ctrl_c_as_a_batch_commits_counts_the_batch_as_kept(store, embedder):
@@ -347,7 +369,7 @@ def test_ctrl_c_as_a_batch_commits_counts_the_batch_as_kept(store, embedder):
     items = [RetainItem(text=f"Line {i} of the garden notebook.") for i in range(100)]
     ctrl_c_at_commit(store, 1)
     summary = Retainer(store, "default", embedder).retain(items)
-    stored = store.fact_count()
+    stored = store.facts.fact_count()
     assert summary.interrupted and stored == 64
     assert (summary.items, summary.facts) == (64, 64), summary.line()
 
@@ -360,7 +382,7 @@ def test_ctrl_c_as_a_document_replace_commits_says_it_was_replaced(store, embedd
     new = [RetainItem(text=f"New line {i}.", document_id="notes") for i in range(5)]
     ctrl_c_at_commit(store, 2)  # the first commit stages the new version, the second swaps
     summary = Retainer(store, "default", embedder).retain(new)
-    texts = set(store.fact_texts(store.bank_id("default")))
+    texts = set(store.facts.fact_texts(store.banks.bank_id("default")))
     assert texts == {f"New line {i}." for i in range(5)}
     assert summary.interrupted
     assert (summary.items, summary.documents_replaced) == (5, 1), summary.line()
@@ -378,6 +400,6 @@ def test_ctrl_c_as_a_reembed_swaps_its_vectors_in_says_it_is_done(store, embedde
     e5 = load_embedder("e5")
     ctrl_c_at_commit(store, 3)  # the reembed's start, its one batch, the swap
     report = lifecycle.reembed(store, "default", e5)
-    name, _ = store.bank_embedder(store.bank_id("default"))
+    name, _ = store.vectors.bank_embedder(store.banks.bank_id("default"))
     assert name == e5.name
     assert not report.interrupted and report.embedded == 6, report

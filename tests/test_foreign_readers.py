@@ -62,7 +62,7 @@ def mapped_deleted(db: Path) -> bool:
 def test_a_reader_connection_keeps_the_locks_of_the_live_one(db_path):
     with Store(db_path) as store:
         with store.atomic():
-            store.set_meta("probe", "1")
+            store.core.set_meta("probe", "1")
         # What recall does: a pooled reader opened while the main connection is live, and
         # every file check a process makes of its own store.
         store.reader().close()
@@ -73,7 +73,7 @@ def test_a_reader_connection_keeps_the_locks_of_the_live_one(db_path):
         assert Path(f"{db_path}-wal").exists() and Path(f"{db_path}-shm").exists()
         assert not mapped_deleted(db_path)
         with store.atomic():
-            store.set_meta("after", "2")
+            store.core.set_meta("after", "2")
     with sqlite3.connect(db_path) as other:
         assert other.execute("select value from meta where key = 'after'").fetchone() == ("2",)
 
@@ -155,3 +155,26 @@ def test_the_store_is_never_read_as_input_or_written_as_output(db_path, tmp_path
     with sqlite3.connect(db_path) as check:
         assert check.execute("select count(*) from facts").fetchone() == (1,)
         assert check.execute("pragma integrity_check").fetchone() == ("ok",)
+
+
+def test_a_long_lived_memory_loses_no_acknowledged_write(db_path):
+    """The same scenario with the library: one Memory kept open (as a program embedding mem
+    keeps it), recalls and retains between foreign readers and writers."""
+    from memcli import Memory
+
+    acknowledged = []
+    with Memory(db_path) as memory:
+        for r in range(5):
+            text = f"Round {r} retained through the library."
+            memory.retain(text)
+            acknowledged.append(text)
+            memory.recall("retained", now="2026-11-20")
+            foreign_read(db_path)
+            shell_read(db_path)
+            with sqlite3.connect(db_path) as writer:  # a foreign writer, of mem's own meta
+                writer.execute("insert or replace into meta(key, value) values('peek', ?)", (r,))
+            memory.list()
+            assert not mapped_deleted(db_path)
+    with sqlite3.connect(db_path) as check:
+        stored = {row[0] for row in check.execute("select text from facts")}
+    assert set(acknowledged) <= stored

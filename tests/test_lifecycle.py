@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from memcli import lifecycle
+from memcli import entities, lifecycle
 from memcli.cli import app
 from memcli.store import Store
 from tests.conftest import answer_at_terminal, write_jsonl
@@ -78,19 +78,15 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-TABLES = (
-    "facts", "fact_fts", "fact_vec", "fact_tags", "fact_entities", "entities", "links",
-    "chunks", "documents", "banks",
-)  # fmt: skip
-
-
 def db_snapshot(db: Path) -> dict[str, int]:
     with Store(db) as s:
-        q = s.conn.execute
-        counts = {t: q(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
-        counts["invalid"] = q("SELECT count(*) FROM facts WHERE invalid_at IS NOT NULL").fetchone()[
-            0
-        ]
+        counts = s.health.row_counts()
+        every, valid = lifecycle.Selection(valid_only=False), lifecycle.Selection()
+        counts["invalid"] = sum(
+            len(s.facts.selected_fact_ids(bank, every))
+            - len(s.facts.selected_fact_ids(bank, valid))
+            for bank in map(s.banks.require_bank, s.banks.bank_names())
+        )
         return counts
 
 
@@ -99,7 +95,7 @@ def db_snapshot(db: Path) -> dict[str, int]:
 
 def test_list_newest_first_with_filters_and_formats(db: Path, monkeypatch) -> None:
     # Pages of two rows: every listing below crosses page boundaries.
-    monkeypatch.setattr("memcli.store.lifecycle.PAGE", 2)
+    monkeypatch.setattr("memcli.store.facts.PAGE", 2)
     all_ids = ids_listed(db)
     assert len(all_ids) == 6
     said = [
@@ -149,51 +145,42 @@ def test_show_prints_everything_about_a_fact(db: Path) -> None:
 def test_forget_leaves_nothing_of_the_fact_in_any_table(db: Path) -> None:
     target = fact_id(db, "Zorblax")
     with Store(db) as s:
-        bank = s.require_bank("default")
-        fact = s.facts_by_id([target], bank)[target]
+        bank = s.banks.require_bank("default")
+        fact = s.facts.facts_by_id([target], bank)[target]
         # Its chunk is its own; "Zorblax" is an entity only this fact mentions.
         own_entities = [
-            eid for eid, name, _ in s.fact_entity_rows(target) if s.entity_fact_count(eid) == 1
+            (eid, name)
+            for eid, name, _ in s.entities.fact_entity_rows(target)
+            if s.entities.entity_fact_count(eid) == 1
         ]
         shared = {
-            eid: s.entity_fact_count(eid)
-            for eid, name, _ in s.fact_entity_rows(target)
-            if s.entity_fact_count(eid) > 1
+            eid: s.entities.entity_fact_count(eid)
+            for eid, name, _ in s.entities.fact_entity_rows(target)
+            if s.entities.entity_fact_count(eid) > 1
         }
-        assert s.fact_traces(target)["fact_vec"] == 1 and s.fact_traces(target)["fact_fts"] == 1
+        assert (
+            s.health.fact_traces(target)["fact_vec"] == 1
+            and s.health.fact_traces(target)["fact_fts"] == 1
+        )
         assert own_entities
-        linked = s.fact_traces(target)["links"]
+        linked = s.health.fact_traces(target)["links"]
     assert linked > 0, "the test needs a linked fact"
     r = mem(db, "forget", str(target), "--yes")
     ok(r)
     assert "forgot 1 facts" in r.stderr
     with Store(db) as s:
-        assert all(v == 0 for v in s.fact_traces(target).values()), s.fact_traces(target)
-        assert s.chunk_texts([fact.chunk_id]) == {}
-        for eid in own_entities:
-            assert (
-                s.conn.execute("SELECT count(*) FROM entities WHERE id = ?", (eid,)).fetchone()[0]
-                == 0
-            )
-            assert (
-                s.conn.execute(
-                    "SELECT count(*) FROM entity_keys WHERE entity_id = ?", (eid,)
-                ).fetchone()[0]
-                == 0
-            )
-        for eid, count in shared.items():
-            assert (
-                s.conn.execute(
-                    "SELECT mention_count FROM entities WHERE id = ?", (eid,)
-                ).fetchone()[0]
-                == count - 1
-            )
-        assert (
-            s.conn.execute(
-                "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH '\"zorblax\"'"
-            ).fetchone()[0]
-            == 0
+        assert all(v == 0 for v in s.health.fact_traces(target).values()), s.health.fact_traces(
+            target
         )
+        assert s.documents.chunk_texts([fact.chunk_id]) == {}
+        # Its own entities are gone, and no lookup key of their names leads to them.
+        for eid, name in own_entities:
+            found = s.entities.entity_candidates(bank, entities.candidate_keys(name))
+            assert eid not in [row[0] for row in found]
+        # (the stored mention counts: test_store.py, test_delete_facts_keeps_mention_counts)
+        for eid, count in shared.items():
+            assert s.entities.entity_expansions([eid], bank, 1)[eid][0] == count - 1
+        assert s.search.keyword_match_count("zorblax") == 0
     for query in ("Zorblax knocked over the Japanese textbook", "Marco's cat"):
         out = ok(mem(db, "recall", query, "--format", "json"))
         assert target not in [x["id"] for x in json.loads(out)["results"]]
@@ -212,7 +199,7 @@ def test_forget_by_selectors_dry_run_and_confirmation(db: Path) -> None:
     out = json.loads(ok(mem(db, "forget", "--document", "trip", "--yes", "--format", "json")))
     assert out["counts"]["facts"] == 2 and out["counts"]["documents"] == 1
     with Store(db) as s:
-        assert s.document_row(s.require_bank("default"), "trip") is None
+        assert s.documents.document_row(s.banks.require_bank("default"), "trip") is None
     r = mem(db, "forget", "--before", "2024-06-01", "--yes")
     assert "forgot 1 facts" in r.stderr  # Marco's tutor (May); the June facts stay
     assert ids_listed(db) == [
@@ -230,7 +217,7 @@ def test_forget_bad_input_changes_nothing(db: Path) -> None:
     one_line_error(mem(db, "forget", "--yes"), "say what to forget")
     one_line_error(mem(db, "forget", "1", "4242", "--yes"), "no fact 4242")
     one_line_error(mem(db, "forget", "--document", "nope", "--yes"), "no document 'nope'")
-    one_line_error(mem(db, "forget", "--query", "  ", "--yes"), "--query is empty")
+    one_line_error(mem(db, "forget", "--query", "  ", "--yes"), "--query: is empty")
     one_line_error(mem(db, "forget", "--before", "someday", "--yes"), "--before")
     r = mem(db, "forget", "--source-id", "nothing-like-this", "--yes")
     assert r.exit_code == 0 and "nothing forgotten" in r.stderr
@@ -243,14 +230,14 @@ def test_forget_bad_input_changes_nothing(db: Path) -> None:
 def test_correct_then_as_of_sees_the_store_as_it_stood(db: Path) -> None:
     old = fact_id(db, "Rotterdam")
     with Store(db) as s:
-        recorded = s.facts_by_id([old])[old].created_at
+        recorded = s.facts.facts_by_id([old])[old].created_at
     time.sleep(1.1)  # times are stored to the second: the correction must come later
     r = mem(db, "correct", str(old), "The office moves to Utrecht in October.")
     ok(r)
     new = fact_id(db, "Utrecht")
     assert f"fact {old} corrected by {new}" in r.stderr
     with Store(db) as s:
-        f_old, f_new = (s.facts_by_id([old, new])[i] for i in (old, new))
+        f_old, f_new = (s.facts.facts_by_id([old, new])[i] for i in (old, new))
     assert f_old.superseded_by == new and f_old.invalid_at == f_new.created_at > recorded
     assert f_new.context == "HR" and f_new.fact_type == "world"
 
@@ -295,13 +282,13 @@ def test_retain_supersedes_and_forgetting_a_correction_restores_the_old_fact(db:
     ok(r)
     new = fact_id(db, "stopped")
     with Store(db) as s:
-        assert s.facts_by_id([old])[old].superseded_by == new
+        assert s.facts.facts_by_id([old])[old].superseded_by == new
     assert old not in ids_listed(db)
     r = mem(db, "forget", str(new), "--yes")
     assert "1 corrected facts valid again" in r.stderr
     assert old in ids_listed(db)
     with Store(db) as s:
-        f = s.facts_by_id([old])[old]
+        f = s.facts.facts_by_id([old])[old]
         assert f.invalid_at is None and f.superseded_by is None
 
 
@@ -316,7 +303,7 @@ def test_a_correction_reads_its_relative_dates_as_of_the_corrected_statement(
     ok(mem(db, "correct", str(old), "Maya flies to Porto next Friday."))
     new = fact_id(db, "Porto")
     with Store(db) as s:
-        f_old, f_new = (s.facts_by_id([old, new])[i] for i in (old, new))
+        f_old, f_new = (s.facts.facts_by_id([old, new])[i] for i in (old, new))
     assert f_old.occurred_start == datetime(2026, 5, 8)
     assert f_new.occurred_start == f_old.occurred_start
     # Said (and recorded) when corrected, as before: --as-of and recency see it then.
@@ -325,7 +312,7 @@ def test_a_correction_reads_its_relative_dates_as_of_the_corrected_statement(
     ok(mem(db, "correct", str(new), "Maya flies to Faro next Friday."))
     third = fact_id(db, "Faro")
     with Store(db) as s:
-        assert s.facts_by_id([third])[third].occurred_start == datetime(2026, 5, 8)
+        assert s.facts.facts_by_id([third])[third].occurred_start == datetime(2026, 5, 8)
 
 
 @pytest.mark.parametrize(
@@ -351,7 +338,7 @@ def test_forgetting_part_of_a_correction_chain_leaves_one_current_version(
     assert {k for k, i in ids.items() if i in listed} == current
     name = {i: k for k, i in ids.items()}
     with Store(db) as s:
-        facts = s.facts_by_id([ids[k] for k in ids if k not in forgotten])
+        facts = s.facts.facts_by_id([ids[k] for k in ids if k not in forgotten])
     assert {name[i]: name[f.superseded_by] for i, f in facts.items() if f.superseded_by} == chain
     for i, f in facts.items():
         assert (f.invalid_at is None) == (name[i] in current)
@@ -392,7 +379,7 @@ def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def vectors(db: Path) -> dict[int, np.ndarray]:
     with Store(db) as s:
-        return s.vectors_for(s.fact_ids_of_bank(s.require_bank("default")))
+        return s.vectors.vectors_for(s.facts.fact_ids_of_bank(s.banks.require_bank("default")))
 
 
 def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
@@ -406,8 +393,8 @@ def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
     ok(r)
     assert "re-embedded 6 facts" in r.stderr
     with Store(db) as s:
-        name, fp = s.bank_embedder(s.require_bank("default"))
-        assert s.reembed_state(s.require_bank("default")) is None
+        name, fp = s.vectors.bank_embedder(s.banks.require_bank("default"))
+        assert s.reembed.reembed_state(s.banks.require_bank("default")) is None
     assert fp == q8.fingerprint
     after = vectors(db)
     assert set(after) == set(before)
@@ -447,10 +434,10 @@ def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model
             store, "default", q8, batch=2, progress=interrupt_after_two_batches
         )
         assert report.interrupted and report.embedded == 4
-        bank = store.require_bank("default")
+        bank = store.banks.require_bank("default")
         # The bank still searches with its old model: old vectors, old fingerprint.
-        assert store.bank_embedder(bank)[1] != q8.fingerprint
-        assert store.staged_count(bank) == 4
+        assert store.vectors.bank_embedder(bank)[1] != q8.fingerprint
+        assert store.reembed.staged_count(bank) == 4
     assert {i: v.tobytes() for i, v in vectors(db).items()} == {
         i: v.tobytes() for i, v in before.items()
     }
@@ -459,8 +446,8 @@ def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model
     ok(r)
     assert "resuming: 4 of 6" in r.stderr
     with Store(db) as s:
-        assert s.bank_embedder(s.require_bank("default"))[1] == q8.fingerprint
-        assert s.staged_count(s.require_bank("default")) == 0
+        assert s.vectors.bank_embedder(s.banks.require_bank("default"))[1] == q8.fingerprint
+        assert s.reembed.staged_count(s.banks.require_bank("default")) == 0
 
 
 def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_model) -> None:
@@ -477,17 +464,17 @@ def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_
         seen.append(n)
         if len(seen) == 1:  # another process begins a re-embedding with another model
             with Store(db) as rival, rival.atomic():
-                rival.begin_reembed(
-                    rival.require_bank("default"),
+                rival.reembed.begin_reembed(
+                    rival.banks.require_bank("default"),
                     {"embedder": "rival", "fingerprint": "f" * 64, "dim": q8.dim},
                 )
 
     with Store(db) as store:
         with pytest.raises(lifecycle.LifecycleError, match="rival"):
             lifecycle.reembed(store, "default", q8, batch=2, progress=another_starts)
-        bank = store.require_bank("default")
-        assert store.staged_count(bank) == 0  # none of its vectors went in after
-        assert store.bank_embedder(bank)[1] != q8.fingerprint
+        bank = store.banks.require_bank("default")
+        assert store.reembed.staged_count(bank) == 0  # none of its vectors went in after
+        assert store.vectors.bank_embedder(bank)[1] != q8.fingerprint
 
 
 def test_a_reembed_whose_bank_is_deleted_meanwhile_says_so(db: Path, other_model) -> None:
@@ -502,7 +489,7 @@ def test_a_reembed_whose_bank_is_deleted_meanwhile_says_so(db: Path, other_model
         seen.append(n)
         if len(seen) == 1:
             with Store(db) as other, other.atomic():
-                other.delete_bank(other.require_bank("default"))
+                other.banks.delete_bank(other.banks.require_bank("default"))
 
     with Store(db) as store:
         with pytest.raises(lifecycle.LifecycleError, match="deleted"):
@@ -565,7 +552,7 @@ def test_a_correction_of_a_fact_changed_since_it_was_read_stores_nothing(
     store = Store(db_path)
     try:
         Retainer(store, "default", embedder).retain([RetainItem(text="Maya lives in Porto.")])
-        (first,) = store.fact_ids_of_bank(store.require_bank("default"))
+        (first,) = store.facts.fact_ids_of_bank(store.banks.require_bank("default"))
         stale = lifecycle.current_fact(store, "default", first)  # read by this correction
         if meanwhile == "corrected":  # another process corrects it first
             other = lifecycle.correction_item(store, stale, "Maya lives in Lagos.")
@@ -574,11 +561,11 @@ def test_a_correction_of_a_fact_changed_since_it_was_read_stores_nothing(
             )
         else:  # another process forgets it first
             lifecycle.forget(store, lifecycle.plan_forget(store, "default", _ids_selection(first)))
-        before = sorted(store.fact_ids_of_bank(store.require_bank("default")))
+        before = sorted(store.facts.fact_ids_of_bank(store.banks.require_bank("default")))
         item = lifecycle.correction_item(store, stale, "Maya lives in Faro.")
         with pytest.raises(lifecycle.LifecycleError, match=f"fact {first}"):
             lifecycle.retain_superseding(store, stale, Retainer(store, "default", embedder), [item])
-        assert sorted(store.fact_ids_of_bank(store.require_bank("default"))) == before
+        assert sorted(store.facts.fact_ids_of_bank(store.banks.require_bank("default"))) == before
     finally:
         store.close()
 
@@ -660,10 +647,12 @@ def test_a_forget_by_another_process_between_two_batches_of_a_retain(db_path: Pa
     try:
         retainer = Retainer(writer, "default", embedder)
         retainer.retain_batch([RetainItem(text="Ana visited Zanzibar on her first trip.")])
-        ids = other.fact_ids_of_bank(other.require_bank("default"))
+        ids = other.facts.fact_ids_of_bank(other.banks.require_bank("default"))
         lifecycle.forget(other, lifecycle.plan_forget(other, "default", _ids_selection(*ids)))
         retainer.retain_batch([RetainItem(text="Ana flew back to Zanzibar in June.")])
-        facts = writer.facts_by_id(writer.fact_ids_of_bank(writer.require_bank("default")))
+        facts = writer.facts.facts_by_id(
+            writer.facts.fact_ids_of_bank(writer.banks.require_bank("default"))
+        )
         assert [sorted(f.entities) for f in facts.values()] == [["Ana", "Zanzibar"]]
     finally:
         writer.close()

@@ -387,7 +387,7 @@ def test_cli_accepts_a_renamed_copy_and_refuses_another_model(minilm, tmp_path) 
     assert r.exit_code == 0, r.stderr
     assert "garage" in r.stdout
     with Store(db) as s:
-        before = s.fact_count()
+        before = s.facts.fact_count()
     # Another model (e5) is refused in one line that names the fix; nothing is written.
     for args in (
         ("retain", "--embedder", "e5", "The red canoe is at the lake."),
@@ -402,7 +402,7 @@ def test_cli_accepts_a_renamed_copy_and_refuses_another_model(minilm, tmp_path) 
     r = mem("recall", "where is the kayak", MEM_EMBEDDER="e5")
     assert r.exit_code == 1 and "reembed" in r.stderr
     with Store(db) as s:
-        assert s.fact_count() == before
+        assert s.facts.fact_count() == before
 
 
 def test_the_context_is_as_long_as_the_longest_input(minilm: Embedder) -> None:

@@ -100,7 +100,7 @@ def test_recall_reads_never_walk_a_bank(store, remember, db_path, embedder, trac
     )
     remember("Carol keeps her bike in the garage.", bank="other")
     seen, hook = traced
-    hook(store.conn)
+    hook(store.core.conn)
     result = recall(store, "default", query, options, embedder=embedder, settings=None)
     if "May" in query:
         assert result.time_window is not None and result.arms["temporal"].hits
@@ -133,7 +133,7 @@ def test_retain_into_a_grown_store_never_walks_a_bank(store, remember, db_path, 
         ),
     )
     seen, hook = traced
-    hook(store.conn)
+    hook(store.core.conn)
     remember(
         [
             RetainItem(text="Alice met Bob7 and Dmitri at Cafe2 in Lisbon.", document_id="n1"),
@@ -142,7 +142,7 @@ def test_retain_into_a_grown_store_never_walks_a_bank(store, remember, db_path, 
     )
     assert seen, "no statement was traced"
     tables = ("facts", "entities", "entity_keys", "fact_entities", "documents", "links")
-    banks = {store.require_bank("default")}
+    banks = {store.banks.require_bank("default")}
     assert not walks(db_path, seen, tables, banks), walks(db_path, seen, tables, banks)
 
 
@@ -158,10 +158,10 @@ def test_fact_count_is_kept_until_the_store_changes(store, remember, db_path):
     from memcli.store import Store
 
     remember("Alice met Bob at the cafe.")
-    bank = store.require_bank("default")
-    assert store.fact_count(bank) == 1
+    bank = store.banks.require_bank("default")
+    assert store.facts.fact_count(bank) == 1
     remember("Carol keeps her bike in the garage.")  # a write on this connection
-    assert store.fact_count(bank) == 2
+    assert store.facts.fact_count(bank) == 2
     with Store(db_path) as other, other.atomic():  # a commit by another connection
-        other.delete_facts([max(other.fact_ids_of_bank(bank))])
-    assert store.fact_count(bank) == 1
+        other.facts.delete_facts([max(other.facts.fact_ids_of_bank(bank))])
+    assert store.facts.fact_count(bank) == 1

@@ -293,10 +293,10 @@ def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
             RetainItem("Count me in.", timestamp=t.replace(day=9, minute=3), context="Bo"),
         ]
     )
-    ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY id")]
+    ids = sorted(store.facts.fact_ids_of_bank(store.banks.require_bank("default")))
     question, reply, weather, late, same_speaker, unsaid, count_me = ids
     # "Why not?" came more than reply_max_gap_hours after the fact before it.
-    assert store.next_facts(ids, 6.0) == {
+    assert store.facts.next_facts(ids, 6.0) == {
         question: reply,
         reply: weather,
         late: same_speaker,
@@ -304,7 +304,7 @@ def test_a_reply_inherits_a_share_of_its_question_score(store, remember):
         unsaid: count_me,
     }
 
-    facts = store.facts_by_id(ids)
+    facts = store.facts.facts_by_id(ids)
     cands = []
     for fid, fused in [
         (question, 1.0),
@@ -572,9 +572,9 @@ def test_first_allowed_is_the_filtered_list_cut_to_the_limit(store, bare_fact, l
 
     rng = np.random.default_rng(4)
     with store.atomic():
-        banks = [store.ensure_bank(name, NOW) for name in ("default", "other")]
-        store.ensure_vectors(banks[0], "unit", None, 8)
-        store.ensure_vectors(banks[1], "unit", None, 8)
+        banks = [store.banks.ensure_bank(name, NOW) for name in ("default", "other")]
+        store.vectors.ensure_vectors(banks[0], "unit", None, 8)
+        store.vectors.ensure_vectors(banks[1], "unit", None, 8)
         ids = [
             bare_fact(
                 store,
@@ -714,8 +714,8 @@ def test_the_semantic_arm_keeps_k_open_facts_when_closed_ones_are_nearer(
     query = rng.standard_normal(dim).astype(np.float32)
     query /= np.linalg.norm(query)
     with store.atomic():
-        bank = store.ensure_bank("default", NOW)
-        store.ensure_vectors(bank, "unit", None, dim)
+        bank = store.banks.ensure_bank("default", NOW)
+        store.vectors.ensure_vectors(bank, "unit", None, dim)
         ids, cosines = [], []
         for i in range(n):
             noise = rng.standard_normal(dim).astype(np.float32)
@@ -727,10 +727,11 @@ def test_the_semantic_arm_keeps_k_open_facts_when_closed_ones_are_nearer(
         closed = nearest[:: max(1, round(1 / closed_share))] if closed_share else []
         if closed_share == 0.5:
             closed = nearest[::2]
-        store.conn.execute(
-            "UPDATE facts SET invalid_at = ? WHERE id IN (SELECT value FROM json_each(?))",
-            ("2026-01-01T00:00:00", str(closed)),
-        )
+        # Closed by a correction stored in another bank (none of the facts searched).
+        other = store.banks.ensure_bank("other", NOW)
+        corrector = bare_fact(store, other, n, query, NOW)
+        for fact_id in closed:
+            assert store.facts.close_fact(fact_id, datetime(2026, 1, 1), corrector)
     ctx = ArmContext(store, bank, "q", query, None, k, FactFilter(), RecallSettings(), NOW)
     hits = [h.fact_id for h in semantic.run(ctx).hits]
     open_ids = [ids[i] for i in order if ids[i] not in set(closed) and cosines[i] >= 0.3]

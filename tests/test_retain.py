@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from memcli.recall.filters import FactFilter
 from memcli.retain import Retainer, RetainItem
 from memcli.settings import RetainSettings
 
 
-def count(store, sql, *args):
-    return store.conn.execute(sql, args).fetchone()[0]
+def facts_of(store, bank: str = "default"):
+    """The bank's facts, by id (through the store, as every reader of it)."""
+    bank_id = store.banks.require_bank(bank)
+    return list(store.facts.facts_by_id(store.facts.fact_ids_of_bank(bank_id), bank_id).values())
+
+
+def indexed(store) -> dict:
+    """How many facts, keyword-index rows and vectors the store holds."""
+    return store.health.index_counts()
 
 
 def test_a_note_becomes_a_fact_with_everything_indexed(store, remember):
@@ -21,38 +29,33 @@ def test_a_note_becomes_a_fact_with_everything_indexed(store, remember):
         tags=["dialog"],
     )
     assert summary.facts == 1
-    fact_id, text, source, start = store.conn.execute(
-        "SELECT id, text, source_id, occurred_start FROM facts"
-    ).fetchone()
-    assert source == "D1:3"
-    assert start.startswith("2023-05-07")  # "yesterday" resolved against when it was said
-    assert count(store, "SELECT count(*) FROM fact_vec") == 1
-    assert count(store, "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH 'support'") == 1
-    assert count(store, "SELECT count(*) FROM chunks") == 1
-    names = [
-        r[0]
-        for r in store.conn.execute(
-            "SELECT e.name FROM entities e JOIN fact_entities fe ON fe.entity_id = e.id"
-        )
-    ]
-    assert "Caroline" in names
-    assert count(store, "SELECT count(*) FROM fact_tags WHERE tag = 'dialog'") == 1
+    (fact,) = facts_of(store)
+    assert fact.source_id == "D1:3"
+    # "yesterday" resolved against when it was said
+    assert (
+        fact.occurred_start is not None and fact.occurred_start.date().isoformat() == "2023-05-07"
+    )
+    assert indexed(store) == {"facts": 1, "fts_rows": 1, "vectors": 1}
+    assert store.search.keyword_match_count("support") == 1
+    assert fact.chunk_id is not None and store.documents.chunk_texts([fact.chunk_id])
+    assert "Caroline" in fact.entities
+    bank = store.banks.require_bank("default")
+    assert store.search.filter_facts([fact.id], FactFilter(tags=("dialog",)), bank) == {fact.id}
+    assert store.search.filter_facts([fact.id], FactFilter(tags=("other",)), bank) == set()
 
 
 def test_same_content_is_stored_once(store, remember):
     remember("The office wifi password is hunter2.")
     second = remember("The office wifi password is hunter2.")
     assert second.duplicates == 1 and second.facts == 0
-    assert count(store, "SELECT count(*) FROM facts") == 1
+    assert store.facts.fact_count() == 1
 
 
 def test_same_document_again_replaces_it(store, remember):
     remember("Version one of the plan. We launch in May.", document_id="plan")
     remember("Version two of the plan. We launch in June.", document_id="plan")
-    texts = [r[0] for r in store.conn.execute("SELECT text FROM facts")]
-    assert texts == ["Version two of the plan. We launch in June."]
-    assert count(store, "SELECT count(*) FROM fact_vec") == 1
-    assert count(store, "SELECT count(*) FROM fact_fts") == 1
+    assert [f.text for f in facts_of(store)] == ["Version two of the plan. We launch in June."]
+    assert indexed(store) == {"facts": 1, "fts_rows": 1, "vectors": 1}
 
 
 def test_long_text_splits_into_facts_that_share_a_chunk(store, remember):
@@ -61,7 +64,7 @@ def test_long_text_splits_into_facts_that_share_a_chunk(store, remember):
     )
     summary = remember(text)
     assert summary.facts > 1
-    assert count(store, "SELECT count(DISTINCT chunk_id) FROM facts") == 1
+    assert len({f.chunk_id for f in facts_of(store)}) == 1
 
 
 def test_links_semantic_temporal_and_causal(store, embedder):
@@ -80,16 +83,18 @@ def test_links_semantic_temporal_and_causal(store, embedder):
             ),
         ]
     )
-    kinds = {r[0] for r in store.conn.execute("SELECT kind FROM links")}
+    ids = [f.id for f in facts_of(store)]
+    stored = {
+        kind: store.links.links_from(ids, kind) for kind in ("semantic", "temporal", "causal")
+    }
     # Temporal neighbours are not stored: they come from the time index at query time.
-    assert kinds == {"semantic", "causal"}
-    first = store.conn.execute("SELECT min(id) FROM facts").fetchone()[0]
-    neighbours = store.time_neighbours(first, 10, 24.0 * 7, 0.3)
+    assert {kind for kind, found in stored.items() if found} == {"semantic", "causal"}
+    first = min(ids)
+    neighbours = store.links.time_neighbours(first, 10, 24.0 * 7, 0.3)
     assert {kind for _, kind, _ in neighbours} == {"temporal", "causal"}
     weight = max(w for _, kind, w in neighbours if kind == "temporal")
     assert weight == 1.0  # same time: 1 - 0 / 24
-    low = store.conn.execute("SELECT min(weight) FROM links WHERE kind = 'semantic'").fetchone()[0]
-    assert low >= 0.7
+    assert min(weight for _, _, weight in stored["semantic"]) >= 0.7
 
 
 def test_temporal_links_stop_at_the_gap_cutoff(store, remember):
@@ -99,10 +104,10 @@ def test_temporal_links_stop_at_the_gap_cutoff(store, remember):
             RetainItem("Harvested potatoes.", timestamp=datetime(2026, 9, 1)),
         ]
     )
-    assert count(store, "SELECT count(*) FROM links WHERE kind = 'temporal'") == 0
-    ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY id")]
-    assert store.time_neighbours(ids[0], 10, 24.0 * 7, 0.3) == []
-    assert len(store.time_neighbours(ids[0], 10, 24.0 * 365, 0.3)) == 1
+    ids = [f.id for f in facts_of(store)]
+    assert store.links.links_from(ids, "temporal") == []
+    assert store.links.time_neighbours(ids[0], 10, 24.0 * 7, 0.3) == []
+    assert len(store.links.time_neighbours(ids[0], 10, 24.0 * 365, 0.3)) == 1
 
 
 def test_entities_resolve_fuzzily_but_never_wrongly(store, remember):
@@ -114,14 +119,14 @@ def test_entities_resolve_fuzzily_but_never_wrongly(store, remember):
             RetainItem("The projector is in Room 102."),
         ]
     )
-    names = {r[0] for r in store.conn.execute("SELECT name FROM entities")}
+    names = {name for f in facts_of(store) for name in f.entities}
     assert {"Tigran", "Iran", "Room 101", "Room 102"} <= names
 
 
 def test_banks_keep_memories_apart(store, remember):
     remember("Work bank fact about quarterly budgets.", bank="work")
     remember("Home bank fact about the garden.", bank="home")
-    assert set(store.bank_names()) == {"work", "home"}
+    assert set(store.banks.bank_names()) == {"work", "home"}
 
 
 def test_a_reply_is_indexed_with_what_it_answers(store, remember):
@@ -134,16 +139,21 @@ def test_a_reply_is_indexed_with_what_it_answers(store, remember):
             RetainItem("Dinner was lovely.", timestamp=t.replace(day=2)),
         ]
     )
-    rows = store.conn.execute(
-        "SELECT f.text FROM fact_fts JOIN facts f ON f.id = fact_fts.rowid "
-        "WHERE fact_fts MATCH 'lead_in : hiking'"
-    ).fetchall()
-    assert rows == [("Up Ben Nevis, in the fog!",)]
-    lead = store.conn.execute(
-        "SELECT lead_in FROM fact_fts JOIN facts f ON f.id = fact_fts.rowid "
-        "WHERE f.text = 'Dinner was lovely.'"
-    ).fetchone()[0]
-    assert lead == ""
+    # What each fact is indexed (and embedded) with: its lead-in, the words said before it.
+    bank = store.banks.require_bank("default")
+    lead_ins = {
+        text: lead for _, text, _, _, _, lead, _, _ in store.reembed.embedding_inputs(bank, -1, 10)
+    }
+    assert [text for text, lead in lead_ins.items() if "hiking" in lead] == [
+        "Up Ben Nevis, in the fog!"
+    ]
+    assert lead_ins["Dinner was lovely."] == ""
+    # The lead-in is searched (the reply is found by "hiking"), but is not its own words.
+    by_text = {f.text: f.id for f in facts_of(store)}
+    assert store.search.keyword_match_count("hiking") == 2
+    assert store.search.own_words_match(list(by_text.values()), ["hiking"]) == {
+        by_text["Where did you go hiking?"]
+    }
 
 
 def test_a_text_repeated_in_one_call_is_embedded_once(store, embedder):
@@ -166,6 +176,6 @@ def test_a_text_repeated_in_one_call_is_embedded_once(store, embedder):
     counting = Counting(embedder)
     text = " ".join(["The boiler in the basement was serviced on Tuesday."] * 300)
     summary = Retainer(store, "default", counting).retain([RetainItem(text)])
-    assert store.fact_count() == 1
+    assert store.facts.fact_count() == 1
     assert summary.facts == 1 and summary.duplicates >= 40  # the splitter groups sentences
     assert counting.texts == 1

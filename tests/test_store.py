@@ -16,7 +16,9 @@ DAY = datetime(2026, 6, 1)
 
 
 def index_names(store: Store) -> set[str]:
-    return {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    return {
+        r[0] for r in store.core.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")
+    }
 
 
 def _write_version_2_file(path, embedder) -> None:
@@ -67,11 +69,11 @@ def _write_version_2_file(path, embedder) -> None:
 def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, embedder):
     _write_version_2_file(db_path, embedder)
     with Store(db_path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 8
-        assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert store.schema_version() == SCHEMA_VERSION == 9
+        assert store.core.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert {"facts_context", "facts_dedupe"} <= index_names(store)
-        bank = store.require_bank("default")
-        facts = store.facts_by_id([1, 2], bank)
+        bank = store.banks.require_bank("default")
+        facts = store.facts.facts_by_id([1, 2], bank)
         assert [facts[i].text for i in (1, 2)] == [
             "Sam moved to Lisbon.",
             "Sam works at the harbour.",
@@ -79,20 +81,20 @@ def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, emb
         assert facts[1].document_id == "notes" and facts[1].valid_from is not None
         # Schema 4: temporal links are read from the time index, no longer stored; the
         # vectors gain their sign bits, and a search finds the same nearest facts.
-        assert store.link_count() == 1 and len(store.vectors_for([1, 2])) == 2
-        assert store.has_vector_bits()
-        vec = store.vectors_for([2])[2]
-        assert [f for f, _ in store.nearest(bank, vec, 2)] == [2, 1]
+        assert store.links.link_count() == 1 and len(store.vectors.vectors_for([1, 2])) == 2
+        assert store.vectors.has_vector_bits()
+        vec = store.vectors.vectors_for([2])[2]
+        assert [f for f, _ in store.vectors.nearest(bank, vec, 2)] == [2, 1]
         # Hashes are recomputed the new way, so re-retaining the same fact is a duplicate.
         assert "oldhash1" not in {
-            r[0] for r in store.conn.execute("SELECT content_hash FROM facts")
+            r[0] for r in store.core.conn.execute("SELECT content_hash FROM facts")
         }
-        assert store.bank_embedder(bank)[0] == embedder.name
+        assert store.vectors.bank_embedder(bank)[0] == embedder.name
     with Store(db_path) as store:
         summary = Retainer(store, "default", embedder).retain(
             [RetainItem("Sam moved to Lisbon.", context="Sam", timestamp=DAY, document_id="notes")]
         )
-        assert store.fact_count() == 1  # the document was replaced by its one-item version
+        assert store.facts.fact_count() == 1  # the document was replaced by its one-item version
         assert summary.documents_replaced == 1
 
 
@@ -105,18 +107,18 @@ def test_contexts_among_finds_the_speakers_a_query_names(store, remember):
         ]
     )
     remember("Elsewhere.", bank="other", context="Tom", timestamp=DAY)
-    bank = store.require_bank("default")
-    assert store.contexts_among(bank, ["sam", "PRIYA NAIR", "c++ team", "Tom", "Alps"]) == [
+    bank = store.banks.require_bank("default")
+    assert store.facts.contexts_among(bank, ["sam", "PRIYA NAIR", "c++ team", "Tom", "Alps"]) == [
         "C++ team",
         "Priya Nair",
         "Sam",
     ]
-    assert store.contexts_among(bank, ['"); DROP TABLE facts; --', "Priya"]) == []
-    assert store.contexts_among(bank, []) == []
+    assert store.facts.contexts_among(bank, ['"); DROP TABLE facts; --', "Priya"]) == []
+    assert store.facts.contexts_among(bank, []) == []
     # The lookup is an index probe, not a scan of the bank.
     plan = " ".join(
         str(row)
-        for row in store.conn.execute(
+        for row in store.core.conn.execute(
             "EXPLAIN QUERY PLAN " + CONTEXTS_AMONG_SQL, (bank, json.dumps(["sam"]))
         )
     )
@@ -148,7 +150,7 @@ def test_processes_creating_one_new_file_at_once_all_succeed(tmp_path):
         for p in procs:
             p.join(60)
         with Store(path) as store:
-            assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+            assert store.core.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert outcomes == ["ok"] * 30
 
 
@@ -156,7 +158,7 @@ def test_every_foreign_key_has_an_index_on_its_child_columns(store):
     # Without one, each deleted parent row makes SQLite scan the whole child table (a
     # 156-fact forget in a 101k-fact store took 23 s); forget, document replace and bank
     # delete all delete parents.
-    conn = store.conn
+    conn = store.core.conn
     tables = [
         r[0]
         for r in conn.execute(
@@ -209,8 +211,8 @@ def test_facts_said_at_an_instant_are_found_by_the_window_as_instants(db_path, b
             end = start + rng.choice([24, 24 * 7, 24 * 30]) * hour if rng.random() < 0.7 else None
             facts.append((said, start, end))
     with Store(db_path) as store, store.atomic():
-        bank = store.ensure_bank("default", base)
-        store.ensure_vectors(bank, "unit", None, 8)
+        bank = store.banks.ensure_bank("default", base)
+        store.vectors.ensure_vectors(bank, "unit", None, 8)
         ids = [
             bare_fact(store, bank, i, np.eye(8, dtype=np.float32)[i % 8], said, start=s, end=e)
             for i, (said, s, e) in enumerate(facts)
@@ -231,10 +233,10 @@ def test_facts_said_at_an_instant_are_found_by_the_window_as_instants(db_path, b
                     inside = start < w_end and end > w_start
                 if inside:
                     want.add(fid)
-            got = store.fact_ids_in_window(bank, w_start, w_end, None, said)
+            got = store.search.fact_ids_in_window(bank, w_start, w_end, None, said)
             assert len(got) == len(set(got.tolist()))
             assert set(got.tolist()) == want, (w_start, w_end, offset)
-            assert store.in_window_among(ids, w_start, w_end, None, said) == want
+            assert store.search.in_window_among(ids, w_start, w_end, None, said) == want
 
 
 def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare_fact):
@@ -258,8 +260,8 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare
         (base + 2 * day, base - 2 * day),  # said inside, of a period that ended before
     ]
     with Store(db_path) as store, store.atomic():
-        bank = store.ensure_bank("default", base)
-        store.ensure_vectors(bank, "unit", None, 8)
+        bank = store.banks.ensure_bank("default", base)
+        store.vectors.ensure_vectors(bank, "unit", None, 8)
         ids = []
         for i, (start, end) in enumerate(periods):
             ids.append(
@@ -285,7 +287,7 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare
                 for fid, (start, end) in zip(ids, periods)
                 if start < w_end and ((end or start) > w_start if end else start >= w_start)
             }
-            got = store.fact_ids_in_window(bank, w_start, w_end, None)
+            got = store.search.fact_ids_in_window(bank, w_start, w_end, None)
             assert sorted(got) == sorted(want), (w_start, w_end)
         # Every statement it runs reads facts through an index, never the whole table.
         statements: list[tuple[str, tuple]] = []
@@ -294,11 +296,11 @@ def test_facts_in_a_time_window_are_those_whose_period_overlaps_it(db_path, bare
             statements.append((sql, tuple(bindings or ())))
             return True
 
-        store.conn.exec_trace = trace
-        store.fact_ids_in_window(bank, base, base + 30 * day, None)
-        store.conn.exec_trace = None
+        store.core.conn.exec_trace = trace
+        store.search.fact_ids_in_window(bank, base, base + 30 * day, None)
+        store.core.conn.exec_trace = None
         plans = [
-            " ".join(r[-1] for r in store.conn.execute("EXPLAIN QUERY PLAN " + q, args))
+            " ".join(r[-1] for r in store.core.conn.execute("EXPLAIN QUERY PLAN " + q, args))
             for q, args in statements
         ]
         assert len(plans) == 3, plans
@@ -326,10 +328,10 @@ def test_keyword_search_returns_the_banks_best_matches(db_path, bare_fact, case)
 
     _, others, types, expected = case
     with Store(db_path) as store, store.atomic():
-        mine = store.ensure_bank("mine", DAY)
-        theirs = store.ensure_bank("theirs", DAY)
-        store.ensure_vectors(mine, "unit", None, 8)
-        store.ensure_vectors(theirs, "unit", None, 8)
+        mine = store.banks.ensure_bank("mine", DAY)
+        theirs = store.banks.ensure_bank("theirs", DAY)
+        store.vectors.ensure_vectors(mine, "unit", None, 8)
+        store.vectors.ensure_vectors(theirs, "unit", None, 8)
         vec = [1.0] * 8
         apples = {}
         for count in range(1, 7):
@@ -339,8 +341,8 @@ def test_keyword_search_returns_the_banks_best_matches(db_path, bare_fact, case)
         for n in range(others):
             bare_fact(store, theirs, 100 + n, vec, DAY, text="apple " * 6)
     with Store(db_path) as store:
-        rows = store.keyword_search(
-            mine, '"apple"', (1.0, 0.5, 0.75, 0.3), FactFilter(types=types), limit=3
+        rows = store.search.keyword_search(
+            mine, ["apple"], (1.0, 0.5, 0.75, 0.3), FactFilter(types=types), limit=3
         )
     assert [apples.get(fid) for fid, _ in rows] == expected
     scores = [score for _, score in rows]
@@ -365,9 +367,9 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
 
     at = datetime(2026, 3, 1, 9, 30)
     with store.atomic():
-        bank = store.ensure_bank("default", at)
-        store.ensure_vectors(bank, "unit", None, 8)
-        fid = store.insert_fact(
+        bank = store.banks.ensure_bank("default", at)
+        store.vectors.ensure_vectors(bank, "unit", None, 8)
+        fid = store.facts.insert_fact(
             bank_id=bank,
             text=text,
             context='Ana "A" \\ Lee',
@@ -386,8 +388,10 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
             now=at,
         )
         for name in ("Zoë", "Ana Lee", "Ärger"):
-            store.mention_entity(fid, store.insert_entity(bank, name, at, [name.lower()]), at)
-    fact = store.facts_by_id([fid, fid, 10**9], bank)[fid]
+            store.entities.mention_entity(
+                fid, store.entities.insert_entity(bank, name, at, [name.lower()]), at
+            )
+    fact = store.facts.facts_by_id([fid, fid, 10**9], bank)[fid]
     assert fact.text == text
     assert fact.context == 'Ana "A" \\ Lee'
     assert (fact.fact_type, fact.source_id, fact.tags) == ("experience", "src-1", ["b", "a"])
@@ -399,9 +403,9 @@ def test_facts_read_back_as_written_whatever_their_text(store, bare_fact, text):
     )
     # names sorted as SQLite's BINARY collation sorts them
     assert fact.entities == sorted(["Zoë", "Ana Lee", "Ärger"])
-    assert store.facts_by_id([fid], bank + 1) == {}
+    assert store.facts.facts_by_id([fid], bank + 1) == {}
     with Store(store.path, create=False) as other:
-        assert other.facts_by_id([fid])[fid] == fact
+        assert other.facts.facts_by_id([fid])[fid] == fact
 
 
 def test_entity_expansions_count_every_bank_and_list_the_banks_latest(store, bare_fact):
@@ -410,24 +414,52 @@ def test_entity_expansions_count_every_bank_and_list_the_banks_latest(store, bar
     carries has (0, [])."""
     at = datetime(2026, 3, 1)
     with store.atomic():
-        home = store.ensure_bank("default", at)
-        away = store.ensure_bank("other", at)
-        store.ensure_vectors(home, "unit", None, 8)
-        store.ensure_vectors(away, "unit", None, 8)
-        hub = store.insert_entity(home, "Hub", at, ["hub"])
-        rare = store.insert_entity(home, "Rare", at, ["rare"])
-        lonely = store.insert_entity(home, "Lonely", at, ["lonely"])
+        home = store.banks.ensure_bank("default", at)
+        away = store.banks.ensure_bank("other", at)
+        store.vectors.ensure_vectors(home, "unit", None, 8)
+        store.vectors.ensure_vectors(away, "unit", None, 8)
+        hub = store.entities.insert_entity(home, "Hub", at, ["hub"])
+        rare = store.entities.insert_entity(home, "Rare", at, ["rare"])
+        lonely = store.entities.insert_entity(home, "Lonely", at, ["lonely"])
         ours = [bare_fact(store, home, n, [0.1 * (n + 1)] * 8, at) for n in range(6)]
         theirs = [bare_fact(store, away, 10 + n, [0.2] * 8, at) for n in range(3)]
         for fid in ours + theirs:
-            store.mention_entity(fid, hub, at)
-        store.mention_entity(ours[2], rare, at)
-    got = store.entity_expansions([rare, hub, lonely, hub], home, 4)
+            store.entities.mention_entity(fid, hub, at)
+        store.entities.mention_entity(ours[2], rare, at)
+    got = store.entities.entity_expansions([rare, hub, lonely, hub], home, 4)
     assert got == {
         rare: (1, [ours[2]]),
         hub: (9, sorted(ours, reverse=True)[:4]),
         lonely: (0, []),
     }
     for entity, (count, _) in got.items():
-        assert count == store.entity_fact_count(entity)
-    assert store.entity_expansions([], home, 4) == {}
+        assert count == store.entities.entity_fact_count(entity)
+    assert store.entities.entity_expansions([], home, 4) == {}
+
+
+def test_delete_facts_keeps_mention_counts_and_drops_unused_entities(store, bare_fact):
+    """Deleting facts recounts the stored mention_count of each entity they mentioned (what
+    entity lookup ranks by) and deletes, with their lookup keys, the entities no fact
+    mentions any more."""
+    at = datetime(2026, 3, 1)
+    with store.atomic():
+        bank = store.banks.ensure_bank("default", at)
+        store.vectors.ensure_vectors(bank, "unit", None, 8)
+        shared = store.entities.insert_entity(bank, "Shared", at, ["shared"])
+        own = store.entities.insert_entity(bank, "Own", at, ["own"])
+        kept, gone = (bare_fact(store, bank, n, [0.1 * (n + 1)] * 8, at) for n in range(2))
+        for fid in (kept, gone):
+            store.entities.mention_entity(fid, shared, at)
+        store.entities.mention_entity(gone, own, at)
+    q = store.core.conn.execute
+
+    def mentions(eid: int) -> int | None:
+        row = q("SELECT mention_count FROM entities WHERE id = ?", (eid,)).fetchone()
+        return row[0] if row else None
+
+    assert (mentions(shared), mentions(own)) == (2, 1)
+    with store.atomic():
+        counts = store.facts.delete_facts([gone])
+    assert (counts["facts"], counts["entities"]) == (1, 1)
+    assert (mentions(shared), mentions(own)) == (1, None)
+    assert q("SELECT count(*) FROM entity_keys WHERE entity_id = ?", (own,)).fetchone()[0] == 0

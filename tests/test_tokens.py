@@ -162,8 +162,8 @@ def test_date_shapes_count_right_when_the_cache_cannot_be_written(tmp_path, monk
 def test_retained_and_imported_facts_carry_their_tail_count(store, remember, tmp_path):
     remember("Maya booked the Lisbon flat for May.", context="Maya")
     remember("'s a plain note about 3 things")
-    bank = store.require_bank("default")
-    facts = list(store.facts_by_id(store.fact_ids_of_bank(bank), bank).values())
+    bank = store.banks.require_bank("default")
+    facts = list(store.facts.facts_by_id(store.facts.fact_ids_of_bank(bank), bank).values())
     assert len(facts) == 2
     for f in facts:
         assert f.tail_tokens == tokens.count_tokens(
@@ -178,14 +178,14 @@ def test_retained_and_imported_facts_carry_their_tail_count(store, remember, tmp
     other = tmp_path / "other.db"
     subprocess.run([*mem, "--db", str(other), "import", str(out)], check=True, capture_output=True)
     with Store(other) as imported:
-        b = imported.require_bank("default")
-        again = imported.facts_by_id(imported.fact_ids_of_bank(b), b)
+        b = imported.banks.require_bank("default")
+        again = imported.facts.facts_by_id(imported.facts.fact_ids_of_bank(b), b)
         assert sorted(f.tail_tokens for f in again.values()) == sorted(f.tail_tokens for f in facts)
 
 
 def schema_5_copy(src: Path, dst: Path) -> None:
     """The file as schema 5 left it: no tail_tokens column (6), no facts_occurred_end
-    index (7), no fact id high-water mark (8), user_version 5."""
+    index (7), no fact id high-water mark (8), no document sources (9), user_version 5."""
     import apsw
 
     conn = apsw.Connection(str(src))
@@ -196,7 +196,8 @@ def schema_5_copy(src: Path, dst: Path) -> None:
     conn.execute(
         "ALTER TABLE facts DROP COLUMN tail_tokens; DROP INDEX facts_occurred_end; "
         "DROP TRIGGER facts_id_high; DELETE FROM meta WHERE key = 'fact_id_high'; "
-        "PRAGMA user_version = 5"
+        "DROP INDEX documents_sync_root; ALTER TABLE documents DROP COLUMN sync_root; "
+        "ALTER TABLE documents DROP COLUMN source_hash; PRAGMA user_version = 5"
     )
     conn.close()
 
@@ -208,18 +209,21 @@ def test_a_schema_5_store_is_upgraded_with_counts_and_read_only_opens_still_read
     remember(
         "The dentist is on Tuesday at 3pm.", timestamp=datetime(2026, 3, 2) + timedelta(hours=9)
     )
-    bank = store.require_bank("default")
-    want = {f.text: f.tail_tokens for f in store.facts_by_id(store.fact_ids_of_bank(bank)).values()}
+    bank = store.banks.require_bank("default")
+    want = {
+        f.text: f.tail_tokens
+        for f in store.facts.facts_by_id(store.facts.fact_ids_of_bank(bank)).values()
+    }
     old = tmp_path / "old.db"
     schema_5_copy(store.path, old)
     with Store(old, create=False, readonly=True) as ro:
         assert ro.schema_version() == 5
-        b = ro.require_bank("default")
-        read = ro.facts_by_id(ro.fact_ids_of_bank(b))
+        b = ro.banks.require_bank("default")
+        read = ro.facts.facts_by_id(ro.facts.fact_ids_of_bank(b))
         assert {f.text: f.tail_tokens for f in read.values()} == dict.fromkeys(want)
         assert all(block_tokens(f) == tokens.count_tokens(memory_block(f)) for f in read.values())
     with Store(old, create=False) as upgraded:
         assert upgraded.schema_version() == SCHEMA_VERSION
-        b = upgraded.require_bank("default")
-        read = upgraded.facts_by_id(upgraded.fact_ids_of_bank(b))
+        b = upgraded.banks.require_bank("default")
+        read = upgraded.facts.facts_by_id(upgraded.facts.fact_ids_of_bank(b))
         assert {f.text: f.tail_tokens for f in read.values()} == want

@@ -28,7 +28,9 @@ def test_sign_bits_are_vec0s_own(store):
         vec = rng.standard_normal(384).astype(np.float32)
         vec[rng.integers(0, 384, 30)] = 0.0
         ours = sign_bits(vec)
-        theirs = store.conn.execute("SELECT vec_quantize_binary(?)", (vec.tobytes(),)).fetchone()
+        theirs = store.core.conn.execute(
+            "SELECT vec_quantize_binary(?)", (vec.tobytes(),)
+        ).fetchone()
         assert ours == theirs[0]
 
 
@@ -36,19 +38,21 @@ def test_nearest_finds_the_exact_nearest_facts_beyond_the_prefilter(store, remem
     topics = ["rain", "football", "bread", "taxes", "violin", "tomatoes", "trains", "cats"]
     texts = [f"Note {i}: something about {topics[i % 8]} and day {i}." for i in range(160)]
     remember([RetainItem(t, timestamp=DAY + timedelta(minutes=i)) for i, t in enumerate(texts)])
-    bank = store.require_bank("default")
-    ids, vectors = store.bank_vectors(bank)
+    bank = store.banks.require_bank("default")
+    ids, vectors = store.vectors.bank_vectors(bank)
     assert len(ids) == 160 > prefilter_candidates(5)  # the Hamming cut really drops facts
-    assert store._bank_scan(bank) is not None  # the fast path, not vec0's fallback
+    assert store.vectors._bank_scan(bank) is not None  # the fast path, not vec0's fallback
     for query in ["violin lessons", "baking bread", "the cat sleeps", "weather and rain"]:
         qvec = embedder.embed([query])[0]
-        found = store.nearest(bank, qvec, 5)
+        found = store.vectors.nearest(bank, qvec, 5)
         assert [f for f, _ in found] == _exact(vectors, ids, qvec, 5)
         assert all(
             abs(c - float(np.dot(vectors[list(ids).index(f)], qvec))) < 1e-3 for f, c in found
         )
         # vec0's own KNN over the same bits gives the same answer
-        assert [f for f, _ in store._vec0_nearest(bank, qvec, 5, None)] == [f for f, _ in found]
+        assert [f for f, _ in store.vectors._vec0_nearest(bank, qvec, 5, None)] == [
+            f for f, _ in found
+        ]
 
 
 def test_temporal_neighbours_are_the_nearest_in_time_within_the_cutoff(store, remember):
@@ -60,15 +64,15 @@ def test_temporal_neighbours_are_the_nearest_in_time_within_the_cutoff(store, re
             RetainItem("Next week.", timestamp=DAY + timedelta(days=9)),
         ]
     )
-    ids = [r[0] for r in store.conn.execute("SELECT id FROM facts ORDER BY event_time")]
-    near = store.time_neighbours(ids[0], 10, 24.0 * 7, 0.3)
+    ids = [r[0] for r in store.core.conn.execute("SELECT id FROM facts ORDER BY event_time")]
+    near = store.links.time_neighbours(ids[0], 10, 24.0 * 7, 0.3)
     assert [(other, kind) for other, kind, _ in near] == [
         (ids[1], "temporal"),
         (ids[2], "temporal"),
     ]
     assert near[0][2] == pytest.approx(1 - 1 / 24)
-    assert store.time_neighbours(ids[3], 10, 24.0 * 7, 0.3) == []
-    assert len(store.time_neighbours(ids[1], 1, 24.0 * 7, 0.3)) == 1
+    assert store.links.time_neighbours(ids[3], 10, 24.0 * 7, 0.3) == []
+    assert len(store.links.time_neighbours(ids[1], 1, 24.0 * 7, 0.3)) == 1
 
 
 def test_a_facts_causal_links_come_out_then_in_each_by_the_other_fact(store, bare_fact):
@@ -77,14 +81,14 @@ def test_a_facts_causal_links_come_out_then_in_each_by_the_other_fact(store, bar
     the two indexes), and never its semantic links; then its neighbours in time."""
     rng = np.random.default_rng(1)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
-        store.ensure_vectors(bank, "unit", None, 8)
+        bank = store.banks.ensure_bank("default", DAY)
+        store.vectors.ensure_vectors(bank, "unit", None, 8)
         ids = [
             bare_fact(store, bank, i, rng.standard_normal(8).astype(np.float32), DAY)
             for i in range(12)
         ]
         hub = ids[5]
-        store.add_links(
+        store.links.add_links(
             [
                 (hub, ids[9], "causal", 1.0),
                 (hub, ids[2], "causal", 1.0),
@@ -95,7 +99,7 @@ def test_a_facts_causal_links_come_out_then_in_each_by_the_other_fact(store, bar
                 (ids[7], ids[8], "causal", 1.0),
             ]
         )
-    got = store.time_neighbours(hub, 20, 24.0 * 7, 0.3)
+    got = store.links.time_neighbours(hub, 20, 24.0 * 7, 0.3)
     # causal links weigh 1.0, as much as a fact said at the same time: they come first
     assert got[:4] == [(f, "causal", 1.0) for f in (ids[2], ids[9], ids[0], ids[11])]
     assert all(kind == "temporal" for _, kind, _ in got[4:])
@@ -110,10 +114,10 @@ def test_time_neighbours_of_many_facts_are_each_facts_own(store, bare_fact):
     rng = np.random.default_rng(2)
     hours = [0, 0, 0, 1, 5, 23.5, 24, 100, 167, 168, 169, 400, 0, 2]
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
-        other = store.ensure_bank("other", DAY)
+        bank = store.banks.ensure_bank("default", DAY)
+        other = store.banks.ensure_bank("other", DAY)
         for b in (bank, other):
-            store.ensure_vectors(b, "unit", None, 8)
+            store.vectors.ensure_vectors(b, "unit", None, 8)
         vec = lambda: rng.standard_normal(8).astype(np.float32)  # noqa: E731
         ids = [
             bare_fact(store, bank, i, vec(), DAY + timedelta(hours=h)) for i, h in enumerate(hours)
@@ -122,17 +126,17 @@ def test_time_neighbours_of_many_facts_are_each_facts_own(store, bare_fact):
         first = bare_fact(store, bank, 100, vec(), datetime(1, 1, 1))
         first_next = bare_fact(store, bank, 101, vec(), datetime(1, 1, 2))
         last = bare_fact(store, bank, 102, vec(), datetime(9999, 12, 31, 23))
-        store.add_links([(ids[3], ids[7], "causal", 0.8), (ids[11], ids[3], "causal", 0.9)])
+        store.links.add_links([(ids[3], ids[7], "causal", 0.8), (ids[11], ids[3], "causal", 0.9)])
     asked = [*ids, away, first, last, 10**9]
-    together = store.time_neighbours_of(asked, 4, 24.0 * 7, 0.3)
+    together = store.links.time_neighbours_of(asked, 4, 24.0 * 7, 0.3)
     assert set(together) == set(asked) - {10**9}
     for fact_id in asked:
-        assert together.get(fact_id, []) == store.time_neighbours(fact_id, 4, 24.0 * 7, 0.3)
+        assert together.get(fact_id, []) == store.links.time_neighbours(fact_id, 4, 24.0 * 7, 0.3)
     assert together[first] == [(first_next, "temporal", 0.3)]
     assert together[last] == []
     assert together[away] == []
     # the causal links both ways, with their weights, among the neighbours in time
-    wide = store.time_neighbours_of([ids[3]], 20, 24.0 * 7, 0.3)[ids[3]]
+    wide = store.links.time_neighbours_of([ids[3]], 20, 24.0 * 7, 0.3)[ids[3]]
     assert [n for n in wide if n[1] == "causal"] == [
         (ids[11], "causal", 0.9),
         (ids[7], "causal", 0.8),
@@ -155,9 +159,9 @@ def test_time_neighbours_are_those_a_walk_over_every_fact_finds(store, bare_fact
     limit, reach, floor = 5, 24.0 * 7, 0.3
     rows: list[tuple[int, int, datetime]] = []  # (id, bank, time)
     with store.atomic():
-        banks = [store.ensure_bank(name, DAY) for name in ("default", "other")]
+        banks = [store.banks.ensure_bank(name, DAY) for name in ("default", "other")]
         for b in banks:
-            store.ensure_vectors(b, "unit", None, 8)
+            store.vectors.ensure_vectors(b, "unit", None, 8)
         minutes = rng.sample(range(0, 60 * 24 * 20), 40)
         for i, minute in enumerate(minutes):
             bank = banks[i % 4 == 3]
@@ -166,7 +170,7 @@ def test_time_neighbours_are_those_a_walk_over_every_fact_finds(store, bare_fact
             rows.append((bare_fact(store, bank, i, vec, at), bank, at))
         ids = [r[0] for r in rows]
         causal = [(ids[2], ids[9], 0.7), (ids[9], ids[2], 0.4), (ids[11], ids[2], 0.9)]
-        store.add_links([(a, b, "causal", w) for a, b, w in causal])
+        store.links.add_links([(a, b, "causal", w) for a, b, w in causal])
 
     def expected(node: int) -> list[tuple[int, str, float]]:
         _, bank, when = next(r for r in rows if r[0] == node)
@@ -191,7 +195,7 @@ def test_time_neighbours_are_those_a_walk_over_every_fact_finds(store, bare_fact
         ]
         return sorted(links, key=lambda n: -n[2])[:limit]
 
-    got = store.time_neighbours_of(ids[::-1], limit, reach, floor)
+    got = store.links.time_neighbours_of(ids[::-1], limit, reach, floor)
     assert set(got) == set(ids)
     for node in ids:
         assert got[node] == expected(node), node
@@ -201,10 +205,10 @@ def test_time_neighbours_are_those_a_walk_over_every_fact_finds(store, bare_fact
 def test_a_closed_reader_is_reused_and_closed_with_its_store(store, remember):
     remember("Something to read.", timestamp=DAY)
     reader = store.reader()
-    conn = reader.conn
+    conn = reader.core.conn
     reader.close()
     again = store.reader()
-    assert again is reader and again.fact_count() == 1
+    assert again is reader and again.facts.fact_count() == 1
     other = store.reader()  # while one is out, another is a new connection
     assert other is not again
     again.close()
@@ -218,17 +222,17 @@ def test_a_fact_deleted_by_another_process_after_the_scan_reads_as_zeros(store, 
     from memcli.store import Store
 
     remember([RetainItem(f"Fact number {i}.", timestamp=DAY) for i in range(3)])
-    bank = store.require_bank("default")
-    store.forget_scans()  # a scan whose floats are not read yet (retain's links read some)
-    scan = store._bank_scan(bank)
+    bank = store.banks.require_bank("default")
+    store.vectors.forget_scans()  # a scan whose floats are not read yet (retain's links read some)
+    scan = store.vectors._bank_scan(bank)
     rows = np.arange(len(scan))
     doomed = int(scan.ids[0])
     with Store(db_path) as other, other.atomic():
-        other.delete_facts([doomed])
-    vectors = scan.floats(rows, store.conn)  # the scan read before the delete: no error, zeros
+        other.facts.delete_facts([doomed])
+    vectors = scan.floats(rows, store.core.conn)  # the scan read before the delete: no error, zeros
     assert not vectors[0].any() and all(v.any() for v in vectors[1:])
     # the next search reads the bank again and no longer has it
-    assert doomed not in {f for f, _ in store.nearest(bank, vectors[1], 5)}
+    assert doomed not in {f for f, _ in store.vectors.nearest(bank, vectors[1], 5)}
 
 
 def _same_scan(store, bank, after: str = "") -> None:
@@ -236,8 +240,8 @@ def _same_scan(store, bank, after: str = "") -> None:
     read of the bank does: the same rows, bits and fact types."""
     from memcli.store.vectors import BankScan
 
-    kept = store._bank_scan(bank)
-    fresh = BankScan(store.conn, bank, store.vector_dim())
+    kept = store.vectors._bank_scan(bank)
+    fresh = BankScan(store.core.conn, bank, store.vectors.vector_dim())
     order_kept, order_fresh = np.argsort(kept.ids), np.argsort(fresh.ids)
     assert kept.ids[order_kept].tolist() == fresh.ids[order_fresh].tolist(), after
     assert (kept.words[:, order_kept] == fresh.words[:, order_fresh]).all()
@@ -252,15 +256,15 @@ def test_a_kept_scan_follows_this_connections_writes(store, remember, db_path):
     from memcli.store import Store
 
     remember([RetainItem(f"First import, fact {i}.", timestamp=DAY) for i in range(5)])
-    bank = store.require_bank("default")
-    scan = store._bank_scan(bank)
+    bank = store.banks.require_bank("default")
+    scan = store.vectors._bank_scan(bank)
     steps = {
         "retain": lambda: remember(
             [RetainItem(f"More facts, number {i}.", timestamp=DAY) for i in range(70)]
         ),
-        "read twice": lambda: store._bank_scan(bank),
+        "read twice": lambda: store.vectors._bank_scan(bank),
         "retain again": lambda: remember([RetainItem("One more fact.", timestamp=DAY)]),
-        "delete": lambda: store.delete_facts(store.fact_ids_of_bank(bank)[:3]),
+        "delete": lambda: store.facts.delete_facts(store.facts.fact_ids_of_bank(bank)[:3]),
         "retain a document": lambda: remember(
             [RetainItem(f"Doc line {i}.", document_id="d", timestamp=DAY) for i in range(4)]
         ),
@@ -272,19 +276,19 @@ def test_a_kept_scan_follows_this_connections_writes(store, remember, db_path):
         with store.atomic():
             step()
         _same_scan(store, bank, name)
-    assert store._bank_scan(bank) is not scan  # the delete dropped the first one
+    assert store.vectors._bank_scan(bank) is not scan  # the delete dropped the first one
 
     # writes rolled back: the scan had been told of rows that do not exist
-    store._bank_scan(bank)
+    store.vectors._bank_scan(bank)
     with pytest.raises(RuntimeError), store.atomic():
         remember([RetainItem("Rolled back.", timestamp=DAY)])
-        store._bank_scan(bank)
+        store.vectors._bank_scan(bank)
         raise RuntimeError("undo")
     _same_scan(store, bank)
 
     # another connection's commit
     with Store(db_path) as other, other.atomic():
-        other.delete_facts(other.fact_ids_of_bank(bank)[:2])
+        other.facts.delete_facts(other.facts.fact_ids_of_bank(bank)[:2])
     _same_scan(store, bank)
 
 
@@ -304,11 +308,11 @@ def test_sign_dots_are_the_query_dotted_with_the_unpacked_bits(store, bare_fact)
     rng = np.random.default_rng(5)
     vectors = _clustered(rng, 300)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
-        store.ensure_vectors(bank, "clustered-test-vectors", None, 384)
+        bank = store.banks.ensure_bank("default", DAY)
+        store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         for i, vec in enumerate(vectors):
             bare_fact(store, bank, i, vec, DAY)
-    scan = store._bank_scan(bank)
+    scan = store.vectors._bank_scan(bank)
     rows = np.sort(rng.choice(len(scan), 120, replace=False))
     query = rng.standard_normal(384).astype(np.float32)
     order = np.argsort(scan.ids)  # rows -> the vectors they hold, by fact id
@@ -329,17 +333,17 @@ def test_nearest_reads_the_floats_of_a_short_list_only_and_keeps_the_nearest(sto
     assert (wide, keep) == (4 * prefilter_candidates(k), 3 * k)
     vectors = _clustered(rng, 7 * keep)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
-        store.ensure_vectors(bank, "clustered-test-vectors", None, 384)
+        bank = store.banks.ensure_bank("default", DAY)
+        store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         ids = [bare_fact(store, bank, i, vec, DAY) for i, vec in enumerate(vectors)]
     ids = np.array(ids)
     found_share, before_share = [], []
     for q in range(5):
         noise = rng.standard_normal(384).astype(np.float32)
         query = vectors[q * 97] + 0.5 * noise / np.linalg.norm(noise)
-        store.forget_scans()  # a fresh scan: count this query's float reads alone
-        found = store.nearest(bank, query, k)
-        scan = store._bank_scan(bank)
+        store.vectors.forget_scans()  # a fresh scan: count this query's float reads alone
+        found = store.vectors.nearest(bank, query, k)
+        scan = store.vectors._bank_scan(bank)
         assert scan._kept_count == keep
         exact = _exact(vectors, ids, query, k)
         assert len(found) == k
@@ -375,15 +379,15 @@ def test_link_search_over_a_large_bank_finds_the_exact_nearest_earlier_facts(sto
     vectors = centres[np.arange(n) % len(centres)] + mix * noise
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
-        store.ensure_vectors(bank, "clustered-test-vectors", None, 384)
+        bank = store.banks.ensure_bank("default", DAY)
+        store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         for i, vec in enumerate(vectors):
             bare_fact(store, bank, i, vec, DAY)
-    ids = np.array(store.fact_ids_of_bank(bank))
-    stored = np.stack([store.vectors_for([int(i)])[int(i)] for i in ids])
+    ids = np.array(store.facts.fact_ids_of_bank(bank))
+    stored = np.stack([store.vectors.vectors_for([int(i)])[int(i)] for i in ids])
     new = list(range(len(ids) - 64, len(ids)))
     excluded = {int(ids[5]), int(ids[25])}
-    found = store.nearest_earlier(
+    found = store.vectors.nearest_earlier(
         [bank], [int(ids[i]) for i in new], stored[new], k, excluded, floor
     )
     linked = sum(len(f) for f in found)
@@ -433,8 +437,8 @@ def hourly_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("hourly") / "mem.db"
     rng = np.random.default_rng(11)
     with Store(path) as store, store.atomic():
-        bank = store.ensure_bank("default", DAY)
-        store.ensure_vectors(bank, "unit", None, 64)
+        bank = store.banks.ensure_bank("default", DAY)
+        store.vectors.ensure_vectors(bank, "unit", None, 64)
         for i in range(20_000):
             vec = rng.standard_normal(64).astype(np.float32)
             fact_type = "observation" if i % 50 == 0 else "world"
@@ -471,19 +475,19 @@ def test_nearest_in_a_window_is_the_same_probed_or_listed(hourly_store, case, mo
     start, end = DAY + timedelta(hours=20_000 * lo), DAY + timedelta(hours=20_000 * hi)
     flt = FactFilter(types, None, "any")
     checked = []
-    check = store.in_window_among
+    check = store.search.in_window_among
     monkeypatch.setattr(
-        store, "in_window_among", lambda ids, *a: checked.append(1) or check(ids, *a)
+        store.search, "in_window_among", lambda ids, *a: checked.append(1) or check(ids, *a)
     )
     for query in queries:
         checked.clear()
-        got, figures = store.nearest_in_window(bank, query, start, end, flt, 5)
+        got, figures = store.vectors.nearest_in_window(bank, query, start, end, flt, 5)
         assert bool(checked) == probes
-        listed, _ = store.nearest_in_window(bank, query, start, end, flt, 5, probe=False)
+        listed, _ = store.vectors.nearest_in_window(bank, query, start, end, flt, 5, probe=False)
         assert got == listed
-        inside = store.fact_ids_in_window(bank, start, end, flt)
+        inside = store.search.fact_ids_in_window(bank, start, end, flt)
         # listed unfiltered and checked on the picks: the same as filtering first
-        assert listed == store.nearest_among(bank, query, inside, 5)
+        assert listed == store.vectors.nearest_among(bank, query, inside, 5)
         assert len(got) == min(5, len(inside))
         assert {f for f, _ in got} <= set(inside.tolist())
         first = 4 * prefilter_candidates(5)
@@ -507,19 +511,19 @@ def test_one_scan_searched_from_two_connections_in_two_threads(store, bare_fact,
     rng = np.random.default_rng(5)
     vectors = _clustered(rng, 3000)
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
-        store.ensure_vectors(bank, "clustered-test-vectors", None, 384)
+        bank = store.banks.ensure_bank("default", DAY)
+        store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         ids = np.array([bare_fact(store, bank, i, v, DAY) for i, v in enumerate(vectors)])
-    scan = store.prepare_vector_search(bank)
+    scan = store.vectors.prepare_vector_search(bank)
     other = Store(db_path, create=False)
-    other.search_with(bank, scan)
-    assert other._bank_scan(bank) is scan
+    other.vectors.search_with(bank, scan)
+    assert other.vectors._bank_scan(bank) is scan
     queries = [vectors[i] + 0.1 * rng.standard_normal(384).astype(np.float32) for i in range(40)]
     results: dict[tuple[int, int], list] = {}
 
     def search(who: int, on: Store) -> None:
         for q, query in enumerate(queries[who::2]):
-            results[who, q] = on.nearest(bank, query, 50)
+            results[who, q] = on.vectors.nearest(bank, query, 50)
 
     threads = [threading.Thread(target=search, args=(w, s)) for w, s in ((0, store), (1, other))]
     for t in threads:
@@ -533,9 +537,9 @@ def test_one_scan_searched_from_two_connections_in_two_threads(store, bare_fact,
     kept = scan._slot >= 0
     assert scan._kept_count == int(kept.sum())
     rows = np.flatnonzero(kept)
-    assert np.allclose(scan.floats(rows, store.conn), vectors[rows], atol=2e-3)
-    other.search_with(bank, None)
-    assert other._bank_scan(bank) is not scan
+    assert np.allclose(scan.floats(rows, store.core.conn), vectors[rows], atol=2e-3)
+    other.vectors.search_with(bank, None)
+    assert other.vectors._bank_scan(bank) is not scan
     other.close()
 
 
@@ -557,8 +561,8 @@ def test_nearest_searches_the_wanted_fact_types_together(
     vectors = _clustered(rng, 1800)
     types = [FACT_TYPES[i % 3] for i in range(len(vectors))]
     with store.atomic():
-        bank = store.ensure_bank("default", DAY)
-        store.ensure_vectors(bank, "clustered-test-vectors", None, 384)
+        bank = store.banks.ensure_bank("default", DAY)
+        store.vectors.ensure_vectors(bank, "clustered-test-vectors", None, 384)
         ids = np.array(
             [
                 bare_fact(store, bank, i, v, DAY, fact_type=t)
@@ -568,7 +572,7 @@ def test_nearest_searches_the_wanted_fact_types_together(
     wanted = np.isin(types, sorted(expected_types))
     for q in range(3):
         query = vectors[q * 101] + 0.3 * rng.standard_normal(384).astype(np.float32)
-        found = store.nearest(bank, query, 100, fact_types)
+        found = store.vectors.nearest(bank, query, 100, fact_types)
         assert len(found) == 100
         by_id = dict(zip(ids.tolist(), types))
         assert {by_id[f] for f, _ in found} <= expected_types
@@ -590,8 +594,8 @@ def test_a_listed_window_keeps_only_valid_facts_as_filtering_first_did(db_path):
     rng = np.random.default_rng(8)
     with Store(db_path) as store:
         with store.atomic():
-            bank = store.ensure_bank("default", DAY)
-            store.ensure_vectors(bank, "unit", None, 64)
+            bank = store.banks.ensure_bank("default", DAY)
+            store.vectors.ensure_vectors(bank, "unit", None, 64)
             ids = [
                 _insert_bare_fact(
                     store, bank, i, rng.standard_normal(64).astype(np.float32),
@@ -600,7 +604,7 @@ def test_a_listed_window_keeps_only_valid_facts_as_filtering_first_did(db_path):
                 for i in range(3000)
             ]  # fmt: skip
             closed = ids[::5] + ids[1::5]
-            store.conn.execute(
+            store.core.conn.execute(
                 "UPDATE facts SET invalid_at = ? WHERE id IN (SELECT value FROM json_each(?))",
                 ("2026-01-01T00:00:00", str(closed)),
             )
@@ -608,10 +612,12 @@ def test_a_listed_window_keeps_only_valid_facts_as_filtering_first_did(db_path):
         start, end = DAY + timedelta(hours=100), DAY + timedelta(hours=400)
         for query in rng.standard_normal((4, 64)).astype(np.float32):
             for k in (5, 60):
-                got, how = store.nearest_in_window(bank, query, start, end, flt, k, probe=False)
-                inside = store.fact_ids_in_window(bank, start, end, flt)
+                got, how = store.vectors.nearest_in_window(
+                    bank, query, start, end, flt, k, probe=False
+                )
+                inside = store.search.fact_ids_in_window(bank, start, end, flt)
                 assert "listed" in how
-                assert got == store.nearest_among(bank, query, inside, k)
+                assert got == store.vectors.nearest_among(bank, query, inside, k)
                 assert len(got) == k and not {f for f, _ in got} & set(closed)
 
 
@@ -627,16 +633,16 @@ def test_a_strict_filter_on_a_listed_window_checks_a_bounded_number_of_facts(
 
     store, bank, queries = hourly_store
     checked: list[int] = []
-    check = store.filter_facts
+    check = store.search.filter_facts
     monkeypatch.setattr(
-        store, "filter_facts", lambda ids, *a: checked.append(len(ids)) or check(ids, *a)
+        store.search, "filter_facts", lambda ids, *a: checked.append(len(ids)) or check(ids, *a)
     )
     flt = FactFilter(types)
     start, end = DAY + timedelta(hours=2_000), DAY + timedelta(hours=2_400)
     for query in queries:
         checked.clear()
-        got, how = store.nearest_in_window(bank, query, start, end, flt, 5, probe=False)
+        got, how = store.vectors.nearest_in_window(bank, query, start, end, flt, 5, probe=False)
         assert sum(checked) <= 2 * prefilter_candidates(5)
-        inside = store.fact_ids_in_window(bank, start, end, flt)
-        assert got == store.nearest_among(bank, query, inside, 5)
+        inside = store.search.fact_ids_in_window(bank, start, end, flt)
+        assert got == store.vectors.nearest_among(bank, query, inside, 5)
         assert len(got) == min(5, len(inside))

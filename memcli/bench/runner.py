@@ -589,7 +589,7 @@ def run_bench(
                 agg.add_latency("retain", summary.seconds * 1000.0)
                 if summary.items:
                     agg.add_latency("retain/item", summary.seconds * 1000.0 / summary.items)
-                source_of = store.source_ids(store.require_bank(BANK))
+                source_of = store.facts.source_ids(store.banks.require_bank(BANK))
                 for question in selected:
                     opts = RecallOptions(**{**asdict(base), "now": question.now or case_now})
                     try:

@@ -9,7 +9,7 @@ import importlib
 import typer
 
 # One line per module; the order is the order in `mem --help`.
-COMMAND_MODULES: list[str] = ["lifecycle", "agents", "config", "doctor", "models"]
+COMMAND_MODULES: list[str] = ["lifecycle", "sync", "agents", "config", "doctor", "models"]
 
 
 def register_commands(app: typer.Typer) -> None:

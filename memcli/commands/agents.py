@@ -17,16 +17,17 @@ def mcp() -> None:
     """
     from memcli import mcp_server
     from memcli.cliutil import configured
+    from memcli.memory import Memory
 
-    service = mcp_server.MemoryService(
+    memory = Memory(
         state.db,
         state.bank,
-        embedder_name=configured("embedder"),
-        reranker_path=configured("reranker"),
+        embedder=configured("embedder"),
+        reranker=configured("reranker"),
         budget=configured("budget"),
         max_tokens=configured("max_tokens"),
     )
-    mcp_server.serve(service)
+    mcp_server.serve(memory)
 
 
 def register(app: typer.Typer) -> None:

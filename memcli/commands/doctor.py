@@ -28,9 +28,10 @@ def doctor(
     Example:  mem --db ~/notes/mem.db doctor --format json
     """
     from memcli import doctor as doctor_mod
+    from memcli.cliutil import memory as cli_memory
     from memcli.render import use_color
 
-    checks = doctor_mod.run(state.db, configured("embedder"), reranker=configured("reranker"))
+    checks = cli_memory(reranker=configured("reranker")).doctor()
     failures = doctor_mod.failed(checks)
     if output is DoctorFormat.json:
         typer.echo(

@@ -1,5 +1,5 @@
 """`mem list`, `show`, `forget`, `correct`, `export`, `import`, `reembed` and `banks`: parse,
-call memcli.lifecycle / memcli.exchange, print. Results on stdout (text, json or jsonl),
+call the Memory (memcli/memory.py), print. Results on stdout (text, json or jsonl),
 messages and progress on stderr; anything that deletes asks first at a terminal and
 refuses without --yes elsewhere."""
 
@@ -9,7 +9,8 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,14 +19,17 @@ import typer
 
 from memcli.cliutil import (
     TagsMatch,
+    echo_after_commit,
+    errors,
     exit_interrupted,
     fail,
     info,
-    load_embedder_or_fail,
-    open_store,
+    require_store,
     state,
 )
+from memcli.cliutil import memory as cli_memory
 from memcli.display import one_line, terminal_safe
+from memcli.sources import IMPORT_FORMATS
 
 
 class Format(str, Enum):
@@ -35,39 +39,13 @@ class Format(str, Enum):
 
 
 FormatOpt = Annotated[Format, typer.Option("--format", help="text, json or jsonl.")]
+ImportFormat = Enum("ImportFormat", {f: f for f in IMPORT_FORMATS}, type=str)  # type: ignore[misc]
 TagOpt = Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable).")]
 TagsMatchOpt = Annotated[TagsMatch, typer.Option(help="How --tag selects.")]
 TypeOpt = Annotated[
     list[str] | None, typer.Option("--type", help="world | experience | observation (repeatable).")
 ]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-
-
-def _when(value: str | None, option: str):
-    if value is None:
-        return None
-    from memcli.timeparse import parse_when
-
-    try:
-        return parse_when(value)
-    except ValueError as exc:
-        fail(f"{option}: {exc}", 2)
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """The library's one-line errors as `mem: error:` exits."""
-    from memcli.lifecycle import LifecycleError, OptionError
-    from memcli.models import ModelError
-    from memcli.retain import RetainError
-    from memcli.store import StoreError
-
-    try:
-        yield
-    except OptionError as exc:
-        fail(str(exc), 2)
-    except (LifecycleError, StoreError, RetainError, ModelError) as exc:
-        fail(str(exc))
 
 
 @contextmanager
@@ -80,27 +58,6 @@ def _stdout_pipe() -> Iterator[None]:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(0) from None
-
-
-def _export_target(output_file: Path, store_path: Path) -> Path:
-    """Where an export goes: a symlink's target (the link stays). Refused (one-line error)
-    for the store itself or its -wal/-shm/-journal, and for any other SQLite file: renaming
-    the export over it would destroy a database."""
-    from memcli.store import is_sqlite_file
-
-    if not output_file.name:  # '' (typer makes it "."), ".", "/": no file to write
-        fail(f"-o {str(output_file)!r} is not a file name (give a file, or - for stdout)", 2)
-    from memcli.paths import STORE_SIBLINGS, is_store_file
-
-    target = output_file.resolve()
-    store = store_path.resolve()
-    if target in {store, *(Path(f"{store}{end}") for end in STORE_SIBLINGS)} or is_store_file(
-        target, store
-    ):
-        fail(f"refusing to export into the store's own file {output_file}")
-    if is_sqlite_file(target):
-        fail(f"refusing to overwrite {output_file}: it is an SQLite database")
-    return target
 
 
 def _write_lines(lines: Iterable[str]) -> None:
@@ -167,16 +124,6 @@ def _fact_line(f: Any) -> str:
     return terminal_safe(line)
 
 
-def _selection(**kw: Any):
-    from memcli.lifecycle import Selection
-
-    types = kw.pop("types", None)
-    tags = kw.pop("tags", None)
-    return Selection(
-        types=tuple(types) if types else None, tags=tuple(tags) if tags else None, **kw
-    )
-
-
 # --------------------------------------------------------------------------------------------
 
 
@@ -200,32 +147,30 @@ def list_memories(
     output: FormatOpt = Format.text,
 ) -> None:
     """List memories, newest first (streamed: any size of store)."""
-    from memcli import lifecycle
-
-    sel = _selection(
-        document=document,
-        source_id=source_id,
-        tags=tag,
-        tags_match=tags_match.value,
-        types=fact_type,
-        context=context,
-        since=_when(since, "--since"),
-        until=_when(until, "--until"),
-        valid_only=not include_invalid,
-        as_of=_when(as_of, "--as-of"),
-    )
-    store = open_store(create=False, readonly=True)
-    try:
-        with _errors(), _stdout_pipe(), store.snapshot():
-            facts = lifecycle.iter_facts(store, state.bank, sel, limit=limit, offset=offset)
+    memory = cli_memory()
+    with errors():
+        sel = memory.selection(
+            document_id=document,
+            source_id=source_id,
+            tags=tag,
+            tags_match=tags_match,
+            types=fact_type,
+            context=context,
+            since=since,
+            until=until,
+            include_invalid=include_invalid,
+            as_of=as_of,
+        )
+        require_store(memory)
+        with _stdout_pipe():
+            facts = memory.iter_facts(sel, limit=limit, offset=offset)
             if output is Format.text:
-                _write_lines(_fact_line(f) for f in facts)
+                _write_lines(_fact_line(f.fact) for f in facts)
             elif output is Format.jsonl:
-                _write_lines(_dumps(lifecycle.fact_json(f)) for f in facts)
+                _write_lines(_dumps(f.to_json()) for f in facts)
             else:
-                _write_lines(_json_array(lifecycle.fact_json(f) for f in facts))
-    finally:
-        store.close()
+                _write_lines(_json_array(f.to_json() for f in facts))
+    memory.close()
 
 
 def show(
@@ -233,14 +178,10 @@ def show(
     output: FormatOpt = Format.text,
 ) -> None:
     """Show memories whole: times, validity, entities, links, correction history."""
-    from memcli import lifecycle
-
-    store = open_store(create=False, readonly=True)
-    try:
-        with _errors(), store.snapshot():
-            shown = lifecycle.show(store, state.bank, fact_ids)
-    finally:
-        store.close()
+    memory = cli_memory()
+    with errors():
+        shown = [d.to_json() for d in memory.show(fact_ids)]
+    memory.close()
     with _stdout_pipe():
         if output is Format.json:
             _write_lines([_dumps(shown)])
@@ -285,6 +226,7 @@ def _show_text(s: dict[str, Any]) -> str:
         ),
         ("recorded", s["created_at"]),
         ("tags", ", ".join(one_line(t) for t in s["tags"]) or None),
+        ("section", _section(s["metadata"])),
         ("metadata", _dumps(s["metadata"]) if s["metadata"] else None),
         # Labels on one line each (stored before labels were checked, or imported).
         ("source id", s["source_id"] and one_line(s["source_id"])),
@@ -317,6 +259,14 @@ def _show_text(s: dict[str, Any]) -> str:
                 f"   {mark}{h['id']:>6}  from {h['valid_from']}{until}  {_cut(h['text'], 60)}"
             )
     return "\n".join(out)
+
+
+def _section(metadata: Any) -> str | None:
+    """The section a fact belongs to (a note's headings; memcli/retain.py section_of)."""
+    from memcli.retain import section_of
+
+    section = section_of(metadata)
+    return one_line(section) if section else None
 
 
 def _cut(text: str, n: int) -> str:
@@ -352,52 +302,45 @@ def forget(
     output: FormatOpt = Format.text,
 ) -> None:
     """Forget memories for good: removed from every table in one transaction."""
-    from memcli import lifecycle
-    from memcli.cliutil import load_bank_embedder_or_fail
-
-    sel = _selection(
-        ids=list(fact_ids) if fact_ids else None,
-        source_id=source_id,
-        document=document,
-        tags=tag,
-        tags_match=tags_match.value,
-        types=fact_type,
-        context=context,
-        until=_when(before, "--before"),
-        since=_when(since, "--since"),
-        query=query,
-        query_limit=limit,
-        valid_only=False,
-    )
-    store = open_store(create=False)
-    try:
-        with _errors():
-            plan = lifecycle.plan_forget(
-                store,
-                state.bank,
-                sel,
-                embedder=lambda: load_bank_embedder_or_fail(store, state.bank),
-            )
-            n = len(plan.fact_ids)
-            if n == 0 and not dry_run and output is not Format.text:
-                typer.echo(_dumps(lifecycle.forget_report(plan, False, None)))
-            elif dry_run or n == 0:
-                _print_plan(plan, output, dry_run)
-            if n == 0:
-                info("no fact matches; nothing forgotten")
-            if dry_run or n == 0:
-                return
-            if not yes and sys.stdin.isatty():
-                # What a yes would forget, before the question (on stderr, with it).
-                _print_plan(plan, Format.text, dry_run=False, to_stderr=True)
-            _confirm(
-                f"Forget {n} facts from bank {state.bank!r}? This cannot be undone.",
-                yes,
-                f"refusing to forget {n} facts",
-            )
-            counts = lifecycle.forget(store, plan)
-    finally:
-        store.close()
+    memory = cli_memory()
+    # forget says --before where list says --until (the library's `until`).
+    with errors(renames={"until": "--before"}):
+        sel = memory.selection(
+            ids=fact_ids,
+            source_id=source_id,
+            document_id=document,
+            tags=tag,
+            tags_match=tags_match,
+            types=fact_type,
+            context=context,
+            until=before,
+            since=since,
+            query=query,
+            query_limit=limit,
+            include_invalid=True,
+        )
+        plan = memory.plan_forget(sel)
+        n = len(plan.fact_ids)
+        if n == 0 and not dry_run and output is not Format.text:
+            typer.echo(_dumps(memory.forget(sel, plan=plan).to_json()))
+        elif dry_run or n == 0:
+            _print_plan(memory.forget(sel, plan=plan, dry_run=True), output, dry_run)
+        if n == 0:
+            info("no fact matches; nothing forgotten")
+        if dry_run or n == 0:
+            return
+        if not yes and sys.stdin.isatty():
+            # What a yes would forget, before the question (on stderr, with it).
+            shown = memory.forget(sel, plan=plan, dry_run=True)
+            _print_plan(shown, Format.text, dry_run=False, to_stderr=True)
+        _confirm(
+            f"Forget {n} facts from bank {state.bank!r}? This cannot be undone.",
+            yes,
+            f"refusing to forget {n} facts",
+        )
+        done = memory.forget(sel, plan=plan)
+    memory.close()
+    counts = done.counts or {}
     if output is Format.text:
         info(
             f"forgot {counts['facts']} facts ({counts['links']} links, {counts['entities']} "
@@ -405,17 +348,19 @@ def forget(
             + (f"; {counts['reopened']} corrected facts valid again" if counts["reopened"] else "")
         )
     else:
-        typer.echo(_dumps({"forgotten": plan.fact_ids, "counts": counts}))
+        echo_after_commit(
+            _dumps(done.to_json()),
+            f"forgot {len(done.fact_ids)} fact{'s' if len(done.fact_ids) != 1 else ''}",
+        )
 
 
 def _print_plan(plan: Any, output: Format, dry_run: bool, to_stderr: bool = False) -> None:
-    from memcli import lifecycle
-
+    """A forget's plan (a dry-run ForgetResult): its JSON, or its first facts as lines."""
     if output is not Format.text:
-        typer.echo(_dumps(lifecycle.forget_report(plan, True, None)))
+        typer.echo(_dumps(plan.to_json()))
         return
     for f in plan.preview:
-        typer.echo(_fact_line(f), err=to_stderr)
+        typer.echo(_fact_line(f.fact), err=to_stderr)
     more = len(plan.fact_ids) - len(plan.preview)
     if more > 0:
         typer.echo(f"... and {more} more", err=to_stderr)
@@ -439,35 +384,19 @@ def correct(
     output: FormatOpt = Format.text,
 ) -> None:
     """Correct a memory: store the new text, close the old fact (kept for --as-of)."""
-    from memcli import lifecycle
-    from memcli.cliutil import load_bank_embedder_or_fail
-    from memcli.retain import Retainer
-
-    when = _when(at, "--at")
-    from memcli.clock import utcnow
-
-    if when is not None and when > utcnow():
-        # A correction closes the old fact at its time: one in the future would leave both
-        # current until then (a plan to change is a new memory, not a correction).
-        fail(f"--at {at} is in the future: a correction is made now or was made earlier", 2)
-    store = open_store(create=False)
-    try:
-        with _errors():
-            old = lifecycle.current_fact(store, state.bank, fact_id)
-            item = lifecycle.correction_item(store, old, " ".join(text), context)
-            model = load_bank_embedder_or_fail(store, state.bank)
-            retainer = Retainer(store, state.bank, model, now=when)
-            _, new_ids = lifecycle.retain_superseding(store, old, retainer, [item])
-    finally:
-        store.close()
     from memcli.clock import local_text
-    from memcli.store import iso
 
+    memory = cli_memory()
+    with errors():
+        done = memory.correct(fact_id, " ".join(text), at=at, context=context)
+    memory.close()
     if output is Format.text:
-        at = local_text(retainer.now)
-        info(f"fact {fact_id} corrected by {', '.join(map(str, new_ids))} at {at}")
+        when = local_text(datetime.fromisoformat(done.at))
+        info(f"fact {fact_id} corrected by {', '.join(map(str, done.by))} at {when}")
     else:
-        typer.echo(_dumps({"corrected": fact_id, "by": new_ids, "at": iso(retainer.now)}))
+        echo_after_commit(
+            _dumps(done.to_json()), f"fact {fact_id} corrected by {', '.join(map(str, done.by))}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -486,65 +415,46 @@ def export(
     ] = None,
 ) -> None:
     """Export a bank as JSONL: every fact, document, chunk, entity and link, with ids."""
-    from memcli import cli, exchange
     from memcli import progress as progress_mod
 
     name = bank or state.bank
-    store = open_store(create=False, readonly=True)
-    lines: Any = None
-    try:
-        with _errors():
-            header, lines = exchange.export_lines(store, name, with_vectors=with_vectors)
-            total = header["counts"]["facts"]
-            if output_file is not None and str(output_file) == "-":
-                output_file = None  # as `mem import -` reads stdin
-            target = None if output_file is None else _export_target(output_file, store.path)
-            if target is None and cli.stdout_closed():
-                # `>&-`: the export would go nowhere, and its summary said "exported".
-                fail("stdout is closed: nothing would receive the export; give -o FILE")
-            if target is None:
-                with _stdout_pipe(), progress_mod.bar(total, "exporting") as advance:
-                    _write_export(sys.stdout, lines, advance)
-            elif not target.is_file() and target.exists():
-                # A FIFO, a device, /dev/stdout: written into, never renamed over.
-                try:
-                    with open(target, "w", encoding="utf-8") as fh:
-                        with progress_mod.bar(total, "exporting") as advance:
-                            _write_export(fh, lines, advance)
-                except OSError as exc:
-                    fail(f"cannot write {output_file}: {exc.strerror or exc}")
-            else:
-                from memcli.paths import write_atomically
+    if output_file is not None and str(output_file) == "-":
+        output_file = None  # as `mem import -` reads stdin
+    if output_file is not None and not output_file.name:  # '' (typer makes it "."), ".", "/"
+        fail(f"-o {str(output_file)!r} is not a file name (give a file, or - for stdout)", 2)
+    memory = cli_memory()
+    seen: dict[str, Any] = {}
+    with errors(renames={"output": "-o"}), ExitStack() as stack:
+        if output_file is not None:
+            memory.export_target(output_file)  # refused before anything is read
+        elif state.stdout_closed:
+            # `>&-`: the export would go nowhere, and its summary said "exported".
+            fail("stdout is closed: nothing would receive the export; give -o FILE")
+        bar: list[Any] = []
 
-                def write(tmp: Path) -> None:
-                    with open(tmp, "w", encoding="utf-8") as fh:
-                        with progress_mod.bar(total, "exporting") as advance:
-                            _write_export(fh, lines, advance)
+        def on_header(header: dict[str, Any]) -> None:
+            seen.update(header)
+            bar.append(
+                stack.enter_context(progress_mod.bar(header["counts"]["facts"], "exporting"))
+            )
 
-                try:
-                    # Private as the store is: an export holds every memory.
-                    write_atomically(target, write, mode=0o600, parents=False)
-                except OSError as exc:
-                    fail(f"cannot write {output_file}: {exc.strerror or exc}")
-    finally:
-        if lines is not None:
-            lines.close()  # ends the read transaction even when the reader stopped early
-        store.close()
-    c = header["counts"]
+        if output_file is None:
+            stack.enter_context(_stdout_pipe())
+        memory.export(
+            sys.stdout if output_file is None else output_file,
+            bank=name,
+            with_vectors=with_vectors,
+            on_header=on_header,
+            progress=lambda n: bar[0](n) if bar and bar[0] else None,
+        )
+    memory.close()
+    c = seen["counts"]
     where = f" to {output_file}" if output_file else ""
     info(
         f"exported bank {name!r}{where}: {c['facts']} facts, {c['documents']} documents, "
         f"{c['chunks']} chunks, {c['entities']} entities, {c['links']} links"
-        + (", with vectors" if header["vectors"] else "")
+        + (", with vectors" if seen["vectors"] else "")
     )
-
-
-def _write_export(fh: Any, lines: Iterable[str], advance: Any) -> None:
-    for line in lines:
-        fh.write(line)
-        fh.write("\n")
-        if advance is not None and line.startswith('{"kind":"fact"'):
-            advance(1)
 
 
 def import_bank(
@@ -564,16 +474,29 @@ def import_bank(
         typer.Option("--embedder", help="Model for the bank (default: the one the file names)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    from_format: Annotated[
+        ImportFormat | None,  # type: ignore[valid-type]
+        typer.Option(
+            "--from",
+            help="Read another tool's export into the bank (--into, else mem --bank), a "
+            "conversation per document: chatgpt, claude, mem0, mcp-memory or jsonl.",
+        ),
+    ] = None,
 ) -> None:
-    """Import a `mem export` file into a new bank, in one transaction (all or nothing)."""
+    """Import a `mem export` file into a new bank, in one transaction (all or nothing); or,
+    with --from, another tool's history into a bank (unchanged conversations skipped)."""
+    if from_format is not None:
+        if reembed:
+            fail("--reembed is for `mem export` files, not with --from", 2)
+        _import_from(file, from_format.value, into, embedder, as_json)
+        return
     from memcli import exchange
     from memcli import progress as progress_mod
-    from memcli.lifecycle import LifecycleError
 
     if file == "-":
-        from memcli.cli import STDIN_CLOSED, stdin_closed
+        from memcli.cliutil import STDIN_CLOSED
 
-        if stdin_closed():
+        if state.stdin_closed:
             fail(STDIN_CLOSED, 2)
         fh = sys.stdin.buffer
         name = "stdin"
@@ -592,90 +515,38 @@ def import_bank(
     source = getattr(state, "sources", {}).get("bank")
     chosen = source is not None and getattr(source, "source", "default") != "default"
     target = into or (state.bank if chosen or state.bank != "default" else None)
-    bar_ctx: Any = None
+    bars = ExitStack()
     advance: Any = None
     header_seen: dict[str, Any] = {}
-
-    def on_header(header: dict[str, Any]) -> None:
-        header_seen.update(header)
 
     def on_stage(label: str) -> None:
         """A bar of the file's facts for each pass: "embedding" (a file without vectors),
         then "importing"."""
-        nonlocal bar_ctx, advance
-        if bar_ctx is not None:
-            bar_ctx.__exit__(None, None, None)
-            bar_ctx = advance = None
-        bar_ctx = progress_mod.bar(int(header_seen["counts"].get("facts") or 0), label)
-        advance = bar_ctx.__enter__()
+        nonlocal advance
+        bars.close()
+        total = int(header_seen["counts"].get("facts") or 0)
+        advance = bars.enter_context(progress_mod.bar(total, label))
 
-    def bank_model() -> Any:
-        """--embedder / MEM_EMBEDDER; else the model the file names, when mem has it (its
-        vectors are used as they are); else, for vectors computed anew, the default."""
-        from memcli.cliutil import configured
-        from memcli.models import ModelError, choice
-        from memcli.models.embedder import load_embedder
-
-        override = configured("embedder", embedder)
-        named = None if reembed else header_seen["bank"].get("embedder")
-        bank_name = target or header_seen["bank"]["name"]
-        # Errors are raised, not printed here: the progress bar is closed first (_errors).
-        try:
-            spec = choice.for_bank(named, override, bank=bank_name).spec
-        except ModelError:
-            if header_seen.get("vectors"):
-                raise LifecycleError(
-                    f"{name} holds vectors of {named}, a model file mem does not ship: "
-                    "give it with --embedder PATH, or add --reembed to embed the facts "
-                    "again with the current model"
-                ) from None
-            spec = choice.for_bank(None, override, bank=bank_name).spec
-        return load_embedder(spec)
-
-    def run(store: Any) -> Any:
-        return exchange.import_lines(
-            store,
-            exchange.utf8_lines(fh, name),
-            name=name,
-            bank=target,
-            embedder=bank_model,
-            reembed=reembed,
-            progress=lambda n: advance(n) if advance else None,
-            on_header=on_header,
-            on_stage=on_stage,
-        )
-
-    db = Path(state.db).expanduser()
+    memory = cli_memory(embedder)
     # The bar is closed before an error is printed, so the message starts its own line.
-    with _errors():
+    with errors():
         try:
-            if os.path.lexists(db):
-                store = open_store(create=True)
-                try:
-                    report = run(store)
-                finally:
-                    store.close()
-            else:
-                # No store yet: it appears only if the import succeeds (store/__init__.py).
-                from memcli.store import fill_new_store
-
-                report = fill_new_store(db, run)
+            report = memory.import_(
+                exchange.utf8_lines(fh, name),
+                name=name,
+                into=target,
+                reembed=reembed,
+                progress=lambda n: advance(n) if advance else None,
+                on_header=header_seen.update,
+                on_stage=on_stage,
+            )
         finally:
-            if bar_ctx is not None:
-                bar_ctx.__exit__(None, None, None)
+            bars.close()
             if fh is not sys.stdin.buffer:
                 fh.close()
+    memory.close()
     if as_json:
-        typer.echo(
-            _dumps(
-                {
-                    "bank": report.bank,
-                    "counts": report.counts,
-                    "renumbered": report.renumbered,
-                    "seconds": round(report.seconds, 3),
-                }
-            )
-        )
+        echo_after_commit(_dumps(report.to_json()), f"imported bank {report.bank!r}")
     c = report.counts
     renumbered = f"; new ids for {', '.join(report.renumbered)}" if report.renumbered else ""
     embedded = f", {report.embedded} embedded" if report.embedded else ", vectors from the file"
@@ -684,6 +555,81 @@ def import_bank(
         f"documents, {c['chunks']} chunks, {c['entities']} entities, {c['links']} links in "
         f"{report.seconds:.1f}s{renumbered}"
     )
+
+
+def _import_from(
+    file: str, fmt: str, into: str | None, embedder: str | None, as_json: bool
+) -> None:
+    """`mem import --from FORMAT FILE`: the file is read and checked whole before the store
+    is opened (a malformed file writes nothing); then its changed conversations are
+    retained (memcli/sources/documents.py)."""
+    from memcli import progress as progress_mod
+    from memcli.sources.importers import read_import
+
+    bank = into or state.bank
+    if file == "-":
+        from memcli.cliutil import STDIN_CLOSED
+
+        if state.stdin_closed:
+            fail(STDIN_CLOSED, 2)
+        data, name = sys.stdin.buffer.read(), "stdin"
+    else:
+        from memcli.paths import is_store_file
+
+        if is_store_file(file, state.db):
+            fail(f"{file} is the store itself (or its log), not an export to read")
+        try:
+            data, name = Path(file).read_bytes(), file
+        except OSError as exc:
+            fail(f"cannot read {file}: {exc.strerror or exc}")
+    memory = cli_memory(embedder)
+    bars = ExitStack()
+    advance: Any = None
+
+    def on_total(todo: int) -> None:
+        nonlocal advance
+        advance = bars.enter_context(progress_mod.bar(todo, "importing"))
+
+    with errors(renames={"bank": "--into"}), bars:
+        memory.require_bank_name(bank)
+        docs = read_import(data, name, fmt)
+        if not docs:
+            fail(f"{name} holds no messages or memories to import")
+        from memcli.retain import RetainError
+
+        try:
+            report = memory.retain_documents(
+                docs,
+                bank=bank,
+                progress=lambda n: advance(n) if advance else None,
+                on_total=on_total,
+            )
+        except RetainError as exc:  # an item of one conversation: named with its file
+            raise RetainError(f"{name}: {exc}") from None
+    memory.close()
+    r = report.retained
+    if as_json:
+        typer.echo(
+            _dumps(
+                {
+                    "bank": bank,
+                    "added": report.added,
+                    "replaced": report.replaced,
+                    "unchanged": len(report.unchanged),
+                    "facts": r.facts,
+                    "interrupted": report.interrupted,
+                }
+            )
+        )
+    line = (
+        f"imported {name} into bank {bank!r}: {len(report.added)} documents added, "
+        f"{len(report.replaced)} replaced, {len(report.unchanged)} unchanged; {r.items} items, "
+        f"{r.facts} facts, {r.entities} new entities in {report.seconds:.1f}s"
+    )
+    if report.interrupted:
+        info("interrupted: kept " + line)
+        exit_interrupted()
+    info(line)
 
 
 # --------------------------------------------------------------------------------------------
@@ -697,39 +643,28 @@ def reembed(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Re-embed every fact of the bank with another model, in resumable batches."""
-    from memcli import lifecycle
     from memcli import progress as progress_mod
 
-    model = load_embedder_or_fail(embedder)
-    store = open_store(create=False)
-    totals: dict[str, int] = {}
-    bar_ctx: Any = None
+    bars = ExitStack()
     advance: Any = None
 
     def on_total(total: int, staged: int) -> None:
-        nonlocal bar_ctx, advance
-        totals.update(total=total, staged=staged)
+        nonlocal advance
         if staged:
             info(f"resuming: {staged} of {total} facts were re-embedded by an earlier run")
-        bar_ctx = progress_mod.bar(total - staged, "re-embedding")
-        advance = bar_ctx.__enter__()
+        advance = bars.enter_context(progress_mod.bar(total - staged, "re-embedding"))
 
+    memory = cli_memory()
     # The bar is closed before an error is printed, so the message starts its own line.
-    with _errors():
-        try:
-            report = lifecycle.reembed(
-                store,
-                state.bank,
-                model,
-                progress=lambda n: advance(n) if advance else None,
-                on_total=on_total,
-            )
-        finally:
-            if bar_ctx is not None:
-                bar_ctx.__exit__(None, None, None)
-            store.close()
+    with errors(), bars:
+        report = memory.reembed(
+            embedder,
+            progress=lambda n: advance(n) if advance else None,
+            on_total=on_total,
+        )
+    memory.close()
     if as_json:
-        typer.echo(_dumps(report.__dict__))
+        echo_after_commit(_dumps(report.to_json()), f"re-embedded bank {report.bank!r}")
     if report.interrupted:
         done = report.resumed + report.embedded
         info(
@@ -758,38 +693,24 @@ def banks(
     output: FormatOpt = Format.text,
 ) -> None:
     """List the banks (facts, documents, embedder, dates), rename or delete one."""
-    from memcli.store import check_bank_name
-
     if rename and delete:
         fail("give --rename or --delete, not both", 2)
+    memory = cli_memory()
     if rename:
         old, new = rename
-        store = open_store(create=False)
-        try:
-            with _errors():
-                check_bank_name(new)
-                bank_id = store.require_bank(old)
-                with store.atomic():
-                    store.rename_bank(bank_id, new)
-        finally:
-            store.close()
+        with errors(renames={"old": "--rename OLD", "new": "--rename NEW"}):
+            memory.rename_bank(old, new)
         info(f"renamed bank {old!r} to {new!r}")
         return
     if delete:
-        store = open_store(create=False)
-        try:
-            with _errors():
-                bank_id = store.require_bank(delete)
-                n = store.fact_count(bank_id)
-                _confirm(
-                    f"Delete bank {delete!r} and its {n} facts? This cannot be undone.",
-                    yes,
-                    f"refusing to delete bank {delete!r} ({n} facts)",
-                )
-                with store.atomic():
-                    counts = store.delete_bank(bank_id)
-        finally:
-            store.close()
+        with errors(renames={"bank": "--delete"}):
+            n = memory.bank_size(delete)
+            _confirm(
+                f"Delete bank {delete!r} and its {n} facts? This cannot be undone.",
+                yes,
+                f"refusing to delete bank {delete!r} ({n} facts)",
+            )
+            counts = memory.delete_bank(delete)
         if output is Format.text:
             info(
                 f"deleted bank {delete!r}: {counts['facts']} facts, {counts['documents']} "
@@ -798,16 +719,10 @@ def banks(
         else:
             typer.echo(_dumps({"deleted": delete, "counts": counts}))
         return
-    store = open_store(create=False, readonly=True)
-    try:
-        with _errors(), store.snapshot():
-            rows = store.bank_stats()
-            for r in rows:
-                bank_id = store.bank_id(r["bank"])
-                pending = store.reembed_state(bank_id) if bank_id is not None else None
-                r["reembedding"] = pending["embedder"] if pending else None
-    finally:
-        store.close()
+    require_store(memory)
+    with errors():
+        rows = [b.to_json() for b in memory.banks()]
+    memory.close()
     from memcli.display import memory_days
 
     spans = [memory_days(r) for r in rows]  # (which drops the rows' period flags)

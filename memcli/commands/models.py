@@ -38,24 +38,16 @@ def models(
     if ctx.invoked_subcommand is not None:
         return
     from memcli import modelcheck
-    from memcli.models import ModelError
 
     override = configured("embedder")
     embedder_source = state.sources["embedder"].source
     reranker = configured("reranker")
     reranker_source = state.sources["reranker"].source
-    store = None
-    if Path(state.db).exists():
-        from memcli.cliutil import open_store
+    from memcli.cliutil import errors
+    from memcli.cliutil import memory as cli_memory
 
-        store = open_store(create=False, readonly=True)
-    try:
-        active = modelcheck.active_embedder(store, state.bank, override)
-    except ModelError as exc:
-        fail(str(exc))
-    finally:
-        if store is not None:
-            store.close()
+    with errors():
+        active = cli_memory().active_embedder()
     obj = {
         "bank": state.bank,
         "embedder": {**active, "setting": override, "setting_source": embedder_source},

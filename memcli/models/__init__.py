@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memcli.errors import MemError
 
-class ModelError(Exception):
+
+class ModelError(MemError):
     """A model file is missing, unreadable or of the wrong kind. str() is one line for users."""
 
 

@@ -56,8 +56,8 @@ def for_bank(
         if name is None:
             raise ModelError(
                 f"bank {bank!r} was embedded with {recorded_name}, a model file mem does not "
-                "ship: give it with --embedder PATH (or MEM_EMBEDDER), or re-embed the bank "
-                "with `mem reembed --embedder NAME`"
+                "ship: give that model's file as the {embedder}, or re-embed the bank with "
+                "a model mem ships (reembed)"
             )
         return EmbedderChoice(name, "bank")
     if texts is not None:

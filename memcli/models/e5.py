@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -368,11 +369,10 @@ def shipped_center() -> np.ndarray:
     return np.frombuffer(raw, dtype="<f4").astype(np.float32)
 
 
-def model_center(e5: E5File, gguf_path: Path) -> np.ndarray:
+def model_center(e5: E5File, embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
     """The mean of the unit passage vectors of CENTER_TEXTS pseudo-texts of random vocabulary
-    pieces, embedded by the GGUF at gguf_path (written without a centre)."""
-    from memcli.models.embedder import Embedder
-
+    pieces, embedded by `embed` (the passage embedding of a GGUF written without a centre:
+    Embedder(path).embed)."""
     rng = np.random.default_rng(CENTER_SEED)
     first = 4  # after <s> <pad> </s> <unk>
     count = CENTER_TEXTS * CENTER_PIECES_PER_TEXT
@@ -380,8 +380,7 @@ def model_center(e5: E5File, gguf_path: Path) -> np.ndarray:
     words = [e5.pieces[i].replace("\u2581", " ").strip() or "." for i in picks]
     step = CENTER_PIECES_PER_TEXT
     texts = [" ".join(words[i : i + step]) for i in range(0, len(words), step)]
-    model = Embedder(gguf_path)
-    return model.embed(texts).mean(axis=0).astype(np.float32)
+    return embed(texts).mean(axis=0).astype(np.float32)
 
 
 def e5_source_path() -> Path:

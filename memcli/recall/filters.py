@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from memcli.store import Store
+from memcli.store.protocol import StoreProtocol
 
 
 @dataclass(frozen=True)
@@ -21,15 +21,15 @@ class FactFilter:
     as_of: datetime | None = None
 
     def allowed(
-        self, store: Store, fact_ids: Sequence[int], bank_id: int | None = None
+        self, store: StoreProtocol, fact_ids: Sequence[int], bank_id: int | None = None
     ) -> set[int]:
         """The subset of fact_ids that pass (for arms whose index cannot filter, like vec0)."""
-        return store.filter_facts(fact_ids, self, bank_id)
+        return store.search.filter_facts(fact_ids, self, bank_id)
 
     def first_allowed(
-        self, store: Store, ordered: Sequence[int], limit: int, bank_id: int | None = None
+        self, store: StoreProtocol, ordered: Sequence[int], limit: int, bank_id: int | None = None
     ) -> list[int]:
         """The first `limit` of `ordered` (best first) that pass, checked only as far as
-        needed (store.first_passing): the graph arm scores a few thousand facts and keeps
+        needed (store.search.first_passing): the graph arm scores a few thousand facts and keeps
         300; checking them all was ~2-4 ms of a 100k-fact recall."""
-        return store.first_passing(ordered, self, bank_id, limit)
+        return store.search.first_passing(ordered, self, bank_id, limit)

@@ -32,14 +32,16 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     if not seeds:
         return result
     store = ctx.store
-    total = store.fact_count(ctx.bank_id)
+    total = store.facts.fact_count(ctx.bank_id)
 
     # entity -> the best cosine among the seeds carrying it, and which seeds carry it
     seeds_with: dict[int, set[int]] = defaultdict(set)
-    for fact_id, entity_id in store.entities_of_facts(seeds):
+    for fact_id, entity_id in store.entities.entities_of_facts(seeds):
         seeds_with[entity_id].add(fact_id)
     # Hub entities are capped per entity so "user" or a speaker cannot flood the query.
-    expansions = store.entity_expansions(list(seeds_with), ctx.bank_id, s.graph_facts_per_entity)
+    expansions = store.entities.entity_expansions(
+        list(seeds_with), ctx.bank_id, s.graph_facts_per_entity
+    )
     entity_part: dict[int, float] = defaultdict(float)
     for entity_id, carriers in seeds_with.items():
         df, latest = expansions[entity_id]
@@ -54,7 +56,7 @@ def run(ctx: ArmContext, semantic: ArmResult) -> ArmResult:
     semantic_w: dict[int, float] = defaultdict(float)
     causal_w: dict[int, float] = defaultdict(float)
     for kind, bucket in (("semantic", semantic_w), ("causal", causal_w)):
-        for seed, other, weight in store.links_from(seeds, kind):
+        for seed, other, weight in store.links.links_from(seeds, kind):
             bucket[other] = max(bucket[other], weight * seed_sim[seed])
 
     scores: dict[int, float] = defaultdict(float)

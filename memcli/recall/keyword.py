@@ -1,7 +1,8 @@
 """Keyword arm: FTS5 BM25 over fact text, context (who said it) and entity names.
 
 Terms are ranked by relevance before the LIMIT (never by recency), and the query reaches FTS5
-only as quoted terms (fts.py), so its punctuation and operators are plain words.
+only as the terms of fts.query_terms, which the store quotes, so its punctuation and
+operators are plain words.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def select_terms(ctx: ArmContext, terms: list[str]) -> list[str]:
         return terms
     counts = {}
     for term in terms:
-        counts[term] = ctx.store.keyword_match_count(fts.term_expression(term))
+        counts[term] = ctx.store.search.keyword_match_count(term)
     keep = set(sorted(terms, key=lambda t: (counts[t], terms.index(t)))[:cap])
     return [t for t in terms if t in keep]
 
@@ -35,19 +36,22 @@ def drop_common_characters(ctx: ArmContext, terms: list[str]) -> list[str]:
     singles = [t for t in terms if len(t) == 1 and fts.is_cjk(t)]
     if not singles or s.keyword_cjk_char_max_share >= 1.0:
         return terms
-    limit = max(s.keyword_cjk_char_max_share * ctx.store.fact_count(), s.keyword_cjk_char_min_count)
-    common = {t for t in singles if ctx.store.keyword_match_count(fts.term_expression(t)) > limit}
+    limit = max(
+        s.keyword_cjk_char_max_share * ctx.store.facts.fact_count(), s.keyword_cjk_char_min_count
+    )
+    common = {t for t in singles if ctx.store.search.keyword_match_count(t) > limit}
     return [t for t in terms if t not in common]
 
 
 def run(ctx: ArmContext) -> ArmResult:
     terms = fts.query_terms(ctx.query, ctx.settings.keyword_cjk_terms)
     terms = select_terms(ctx, drop_common_characters(ctx, terms))
-    expression = fts.match_expression(terms)
     result = ArmResult("keyword", [], "bm25", notes={"terms": terms})
-    if expression is None:
+    if not terms:
         return result
-    rows = ctx.store.keyword_search(ctx.bank_id, expression, COLUMN_WEIGHTS, ctx.filters, ctx.limit)
+    rows = ctx.store.search.keyword_search(
+        ctx.bank_id, terms, COLUMN_WEIGHTS, ctx.filters, ctx.limit
+    )
     # bm25() is lower-is-better; report it as a positive relevance.
     result.hits = [ArmHit(fact_id, -score) for fact_id, score in rows]
     return result

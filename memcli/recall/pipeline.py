@@ -27,6 +27,7 @@ from memcli import tokens
 from memcli.blocks import block_tokens, block_tokens_at_least
 from memcli.clock import local_to_utc, utc_to_local, utcnow
 from memcli.display import NO_WORDS, has_searchable_text, has_visible_text
+from memcli.errors import MemError
 from memcli.recall import budget as budget_mod
 from memcli.recall import fusion, graph, keyword, replies, rerank, scoring, semantic, temporal
 from memcli.recall.filters import FactFilter
@@ -39,33 +40,54 @@ from memcli.recall.types import (
     RecallResult,
 )
 from memcli.settings import BUDGETS, RERANK_CAPS, RecallSettings
-from memcli.store import FACT_TYPES, Fact, Store, StoreError
+from memcli.store import FACT_TYPES, Fact, StoreError
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import OPEN_START, TimeSpan, query_window_phrase
 
 
-class RecallError(ValueError):
+class RecallError(MemError, ValueError):
     """Bad recall input (one-line message)."""
 
 
 def validate(options: RecallOptions) -> None:
     if options.budget not in BUDGETS:
-        raise RecallError(f"unknown budget {options.budget!r} (use low, mid or high)")
+        raise RecallError(
+            f"unknown value {options.budget!r} (use low, mid or high)", field="budget", usage=True
+        )
     if options.max_tokens <= 0:
-        raise RecallError("--max-tokens must be positive")
+        raise RecallError("must be positive", field="max_tokens", usage=True)
     if options.limit is not None and options.limit <= 0:
-        raise RecallError("--limit must be positive")
+        raise RecallError("must be positive", field="limit", usage=True)
     if options.max_chunk_tokens <= 0:
-        raise RecallError("--max-chunk-tokens must be positive")
+        raise RecallError("must be positive", field="max_chunk_tokens", usage=True)
     if options.min_score is not None and not math.isfinite(options.min_score):
-        raise RecallError(f"--min-score must be a finite number, not {options.min_score}")
+        raise RecallError(
+            f"must be a finite number, not {options.min_score}", field="min_score", usage=True
+        )
     unknown = [a for a in options.arms if a not in ARMS]
     if unknown or not options.arms:
-        raise RecallError(f"unknown arm {unknown[0] if unknown else ''!r} (use {', '.join(ARMS)})")
+        raise RecallError(
+            f"unknown arm {unknown[0] if unknown else ''!r} (use {', '.join(ARMS)})",
+            field="arms",
+            usage=True,
+        )
+    from memcli.labels import label_problem
+
+    for tag in options.tags or ():
+        problem = label_problem(tag)
+        if problem:  # as retain refuses it: no fact can carry such a tag
+            raise RecallError(f"{tag!r} {problem}", field="tags", usage=True)
     if options.tags_match not in TAG_MODES:
-        raise RecallError(f"unknown --tags-match {options.tags_match!r} ({', '.join(TAG_MODES)})")
+        raise RecallError(
+            f"unknown value {options.tags_match!r} (use {', '.join(TAG_MODES)})",
+            field="tags_match",
+            usage=True,
+        )
     for t in options.types or []:
         if t not in FACT_TYPES:
-            raise RecallError(f"unknown type {t!r} (use {', '.join(FACT_TYPES)})")
+            raise RecallError(
+                f"unknown type {t!r} (use {', '.join(FACT_TYPES)})", field="types", usage=True
+            )
 
 
 # Recalls redone when another process commits while the arms read on several connections;
@@ -74,7 +96,7 @@ SPREAD_TRIES = 2
 
 
 def recall(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     query: str,
     options: RecallOptions,
@@ -89,19 +111,41 @@ def recall(
     The arms read on two connections at once, each its own read, so a commit by another
     process between them (a document's replace swapped in) would mix two states of the
     store: one arm's hits from the old version, the facts read from the new. The store's
-    data version before and after tells; a recall that saw a commit is done again, and after
+    change token before and after tells; a recall that saw a commit is done again, and after
     SPREAD_TRIES on one connection inside one read transaction."""
     validate(options)
     args = (store, bank, query, options)
     kw = {"embedder": embedder, "reranker": reranker, "settings": settings}
     with collector_paused():
         for _ in range(SPREAD_TRIES):
-            before = store.data_version()
+            before = store.change_token()
             result = _recall_once(*args, **kw, spread=True)
-            if store.data_version() == before:
+            if store.change_token() == before:
                 return result
         with store.snapshot():
             return _recall_once(*args, **kw, spread=False)
+
+
+def empty_result(query: str, options: RecallOptions, note: str) -> RecallResult:
+    """A recall that found nothing because there is nothing to search (no store yet): no
+    results, the options it was asked with, and why in its notes."""
+    return RecallResult(
+        query=query,
+        now=options.now or utcnow(),
+        budget=options.budget,
+        max_tokens=options.max_tokens,
+        total_tokens=0,
+        reranker=None,
+        synthetic_scores=True,
+        time_window=None,
+        results=[],
+        ranked=[],
+        arms={},
+        timings={},
+        notes={"store": note},
+        limit=options.limit,
+        min_score=options.min_score,
+    )
 
 
 _collector_lock = threading.Lock()
@@ -135,7 +179,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def _recall_once(
-    store: Store,
+    store: StoreProtocol,
     bank: str,
     query: str,
     options: RecallOptions,
@@ -155,12 +199,13 @@ def _recall_once(
     timings: dict[str, float] = {}
     started = time.perf_counter()
     now = options.now or utcnow()
-    bank_id = store.require_bank(bank)
-    created = store.bank_created_at(bank_id)
+    bank_id = store.banks.require_bank(bank)
+    created = store.banks.bank_created_at(bank_id)
     if options.as_of is not None and created is not None and options.as_of < created:
         raise RecallError(
-            f"--as-of {options.as_of.isoformat()} is before bank {bank!r} existed "
-            f"(created {created.isoformat()})"
+            f"{options.as_of.isoformat()} is before bank {bank!r} existed "
+            f"(created {created.isoformat()})",
+            field="as_of",
         )
     # "yesterday" in a question is the day before the user's local today (as in retain).
     found = query_window_phrase(query, utc_to_local(now))
@@ -202,7 +247,7 @@ def _recall_once(
         out.seconds = time.perf_counter() - t0
         return out
 
-    needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.has_vectors()
+    needs_vector = bool(wanted & {"semantic", "graph", "temporal"}) and store.vectors.has_vectors()
     model: Any = None
     scan: Any = None
     submitted: list[Future] = []
@@ -226,15 +271,13 @@ def _recall_once(
             # The semantic arm's scan of the bank's vectors (~25 ms at 100k facts), read
             # while the model may still be loading in the background (models/preload.py).
             t0 = time.perf_counter()
-            scan = store.prepare_vector_search(bank_id)
+            scan = store.vectors.prepare_vector_search(bank_id)
             timings["vectors"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             model = (
                 embedder() if callable(embedder) and not hasattr(embedder, "embed") else embedder
             )
             # Vectors of another model than the query's would rank by noise (one-line error).
-            from memcli.lifecycle import check_query_embedder
-
             check_query_embedder(store, bank_id, model)
             # A query is embedded with the model's query rules (e5: "query: "), stored text
             # with its passage rules; a plain embed() callable has only the one.
@@ -317,7 +360,9 @@ def _recall_once(
 
     t0 = time.perf_counter()
     named = (
-        scoring.named_contexts(query, store.contexts_among(bank_id, scoring.query_spans(query)))
+        scoring.named_contexts(
+            query, store.facts.contexts_among(bank_id, scoring.query_spans(query))
+        )
         if options.boosts
         else frozenset()
     )
@@ -412,15 +457,17 @@ def _arm_pool() -> ThreadPoolExecutor:
         return _pool[1]
 
 
-def _read_facts(store: Store, bank_id: int, have: dict[int, Fact], wanted: Iterable[int]) -> None:
+def _read_facts(
+    store: StoreProtocol, bank_id: int, have: dict[int, Fact], wanted: Iterable[int]
+) -> None:
     """Add to `have` the bank's facts among `wanted` that it lacks."""
     missing = list(dict.fromkeys(f for f in wanted if f not in have))
     if missing:
-        have.update(store.facts_by_id(missing, bank_id))
+        have.update(store.facts.facts_by_id(missing, bank_id))
 
 
 def _on_own_connection(
-    store: Store,
+    store: StoreProtocol,
     ctx: ArmContext,
     timed,
     fn,
@@ -438,24 +485,24 @@ def _on_own_connection(
         return timed(fn, ctx, *args)
     try:
         if scan is not None:
-            reader.search_with(ctx.bank_id, scan)
+            reader.vectors.search_with(ctx.bank_id, scan)
         own = dataclasses.replace(ctx, store=reader)
         result = timed(fn, own, *args)
         unread = [h.fact_id for h in result.hits if h.fact_id not in known]
-        result.facts = reader.facts_by_id(unread, ctx.bank_id)
+        result.facts = reader.facts.facts_by_id(unread, ctx.bank_id)
         return result
     finally:
         if scan is not None:
-            reader.search_with(ctx.bank_id, None)
+            reader.vectors.search_with(ctx.bank_id, None)
         reader.close()
 
 
-def _chunks(store: Store, results, options: RecallOptions) -> list[dict]:
+def _chunks(store: StoreProtocol, results, options: RecallOptions) -> list[dict]:
     order: list[int] = []
     for c in results:
         if c.fact.chunk_id is not None and c.fact.chunk_id not in order:
             order.append(c.fact.chunk_id)
-    texts = store.chunk_texts(order)
+    texts = store.documents.chunk_texts(order)
     fitted = budget_mod.fit_texts(
         [texts[i] for i in order if i in texts],
         options.max_chunk_tokens,
@@ -466,3 +513,27 @@ def _chunks(store: Store, results, options: RecallOptions) -> list[dict]:
     return [
         {"chunk_id": i, "text": t, "tokens": tokens.count_tokens(t)} for i, t in zip(ids, fitted)
     ]
+
+
+def check_query_embedder(store: StoreProtocol, bank_id: int, embedder: Any) -> None:
+    """Raise StoreError when the bank's vectors come from another model than the one that
+    would embed the query (cosines between two models' vectors mean nothing)."""
+    from memcli.store.vectors import same_model_name
+
+    have_name, have_fp = store.vectors.bank_embedder(bank_id)
+    name = getattr(embedder, "name", None) or "?"
+    fingerprint = getattr(embedder, "fingerprint", None)
+    if have_fp is not None and fingerprint is not None:
+        same = have_fp == fingerprint
+    else:
+        same = have_name is None or same_model_name(have_name, name)
+    if same or not store.vectors.bank_has_vectors(bank_id):
+        return
+    bank = store.banks.bank_row(bank_id)["name"]
+    theirs = f"{have_name} ({have_fp[:12]})" if have_fp else f"{have_name}"
+    ours = f"{name} ({fingerprint[:12]})" if fingerprint else name
+    raise StoreError(
+        f"bank {bank!r} was embedded with {theirs} but the query would be embedded with "
+        f"{ours}: give the bank's model as the {{embedder}}, or re-embed the bank with "
+        f"{name} (`mem --bank {bank} reembed`)"
+    )

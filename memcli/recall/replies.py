@@ -20,11 +20,11 @@ from __future__ import annotations
 from memcli.recall import fusion
 from memcli.recall.types import Candidate
 from memcli.settings import RecallSettings
-from memcli.store import Store
+from memcli.store.protocol import StoreProtocol
 
 
 def propagate(
-    store: Store, candidates: list[Candidate], settings: RecallSettings
+    store: StoreProtocol, candidates: list[Candidate], settings: RecallSettings
 ) -> list[Candidate]:
     share = settings.reply_share
     if share <= 0 or not candidates:
@@ -36,7 +36,7 @@ def propagate(
         c.fact_id for c in candidates if c.fused > 0 and c.fact.context and "?" in c.fact.text
     ]
     gains = {}
-    for qid, fid in store.next_facts(questions, settings.reply_max_gap_hours).items():
+    for qid, fid in store.facts.next_facts(questions, settings.reply_max_gap_hours).items():
         question, reply = by_id[qid], by_id.get(fid)
         if reply is not None and reply.fact.context and question.fact.context != reply.fact.context:
             gains[fid] = share * question.fused

@@ -8,7 +8,7 @@ from memcli.recall.types import ArmContext, ArmHit, ArmResult
 def run(ctx: ArmContext) -> ArmResult:
     s = ctx.settings
     result = ArmResult("semantic", [], "cosine")
-    if ctx.query_vec is None or not ctx.store.has_vectors():
+    if ctx.query_vec is None or not ctx.store.vectors.has_vectors():
         return result
     k = max(ctx.limit, s.semantic_min_limit)
     # vec0 cannot apply tag or validity filters inside the KNN, so fetch more and filter after.
@@ -18,7 +18,7 @@ def run(ctx: ArmContext) -> ArmResult:
     # for hits that the cut to k then drops. When the filter (facts a correction closed,
     # tags) leaves fewer than k of those found, the search goes further.
     while True:
-        found = ctx.store.nearest(ctx.bank_id, ctx.query_vec, fetch, ctx.filters.types)
+        found = ctx.store.vectors.nearest(ctx.bank_id, ctx.query_vec, fetch, ctx.filters.types)
         scored = {fact_id: cosine for fact_id, cosine in found if cosine >= s.semantic_floor}
         allowed = ctx.filters.allowed(ctx.store, list(scored))
         ranked = sorted((f for f in scored if f in allowed), key=lambda f: -scored[f])[:k]

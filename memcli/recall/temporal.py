@@ -78,7 +78,7 @@ def run(ctx: ArmContext) -> ArmResult:
     result = ArmResult("temporal", [], "temporal", score_floor=0.0)
     if window is None or ctx.query_vec is None:
         return result
-    nearest, found = ctx.store.nearest_in_window(
+    nearest, found = ctx.store.vectors.nearest_in_window(
         ctx.bank_id,
         ctx.query_vec,
         window.start,
@@ -93,7 +93,7 @@ def run(ctx: ArmContext) -> ArmResult:
     # time words' share t, to -1 (every fact of the window) at t = 1.
     floor = s.temporal_pool_floor - ctx.time_share * (1.0 + s.temporal_pool_floor)
     pool = [f for f, c in nearest if c >= floor]
-    times = calendar_spans(ctx.store.fact_time_spans(pool))
+    times = calendar_spans(ctx.store.search.fact_time_spans(pool))
     pool = [f for f in pool if f in times]  # a fact deleted meanwhile by another process
     # Score in the pool: half how well it fits the window, half how well it fits the query.
     score = {f: 0.5 * proximity(*times[f], window) + 0.5 * cosine[f] for f in pool}
@@ -156,7 +156,7 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
         # A node whose score rose again is expanded again: its neighbours are read once,
         # the round's new nodes' in one read.
         unread = [node for node in frontier if node not in read]
-        fresh = ctx.store.time_neighbours_of(
+        fresh = ctx.store.links.time_neighbours_of(
             unread,
             s.temporal_neighbours,
             _LINK_RULE.temporal_link_max_hours,
@@ -166,7 +166,7 @@ def _spread(ctx: ArmContext, entries: list[int], score: dict[int, float], window
         around = {node: read[node] for node in frontier}
         # The round's neighbours' times in one read (one probe each was most of the arm).
         unknown = {o for found in around.values() for o, _, _ in found if o not in spans}
-        spans.update(calendar_spans(ctx.store.fact_time_spans(sorted(unknown))))
+        spans.update(calendar_spans(ctx.store.search.fact_time_spans(sorted(unknown))))
         for node in frontier:
             for other, kind, weight in around[node]:
                 boost = CAUSAL_BOOST if kind == "causal" else TEMPORAL_BOOST

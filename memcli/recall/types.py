@@ -8,12 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from memcli.enums import TagsMatch
 from memcli.settings import RecallSettings
-from memcli.store import Fact, Store
+from memcli.store import Fact
+from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan
 
 ARMS = ("semantic", "keyword", "graph", "temporal")
-TAG_MODES = ("any", "all", "any_strict", "all_strict", "exact")
+TAG_MODES = TagsMatch.values()
 
 
 @dataclass
@@ -67,7 +69,7 @@ class ArmResult:
 class ArmContext:
     """Everything an arm may read. Arms never write."""
 
-    store: Store
+    store: StoreProtocol
     bank_id: int
     query: str
     query_vec: np.ndarray | None
@@ -125,3 +127,9 @@ class RecallResult:
     # The options the budget applied (the text output fits its header with them too).
     limit: int | None = None
     min_score: float | None = None
+
+    def to_json(self, trace: bool = False) -> dict[str, Any]:
+        """The JSON contract (`mem recall --format json`, the MCP recall tool)."""
+        from memcli.render import to_json_obj
+
+        return to_json_obj(self, trace)

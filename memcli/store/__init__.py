@@ -1,22 +1,27 @@
 """The one SQLite file and the one home of mem's SQL.
 
-`Store` is a connection to one file; its methods (grouped by what they touch, one module
-each: banks, documents, facts, entities, vectors, links, search) are the whole interface the
-rest of mem uses. Opening never modifies a file that is not a mem store (base.py).
+`Store` is a connection to one file, as parts that each own their SQL (one module each:
+banks, documents, facts, entities, links, vectors, search, reembed, exchange, health) over
+one StoreCore (core.py: the connection, transactions, snapshots, meta). Parts reach the
+siblings they need explicitly, given to them when the Store builds them. What the rest of
+mem may rely on is StoreProtocol (protocol.py); the SQLite classes are this package's own.
+Opening never modifies a file that is not a mem store (base.py).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from memcli.store.banks import BanksMixin, check_bank_name
+from memcli.store.banks import BanksPart, check_bank_name
 from memcli.store.base import (
     StagingFile,
-    StoreBase,
     build_schema,
+    close_all_connections,
+    is_database_error,
     is_sqlite_file,
     make_private_folders,
     remove_dead_staging,
@@ -24,15 +29,19 @@ from memcli.store.base import (
     staging_leftovers,
     staging_path,
 )
-from memcli.store.documents import DocumentsMixin
-from memcli.store.entities import EntitiesMixin
-from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsMixin
-from memcli.store.health import HealthMixin
-from memcli.store.lifecycle import LifecycleMixin
-from memcli.store.links import LinksMixin
-from memcli.store.readers import ReaderPoolMixin
+from memcli.store.core import StoreCore
+from memcli.store.documents import DocumentsPart
+from memcli.store.entities import EntitiesPart
+from memcli.store.exchange import ExchangePart
+from memcli.store.facts import CONTEXTS_AMONG_SQL, FactsPart
+from memcli.store.health import HealthPart
+from memcli.store.links import LinksPart
+from memcli.store.protocol import StoreProtocol
+from memcli.store.readers import ReaderPool
+from memcli.store.reembed import ReembedPart
 from memcli.store.schema import APPLICATION_ID, SCHEMA_VERSION
-from memcli.store.search import SearchMixin
+from memcli.store.search import SearchPart
+from memcli.store.sources import DocumentSource, SourcesPart
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
     FACT_TYPES,
@@ -45,27 +54,122 @@ from memcli.store.types import (
     StoreError,
     StoreFull,
     StoreReadOnly,
+    WriteRefused,
     content_hash,
     iso,
     parse_iso,
 )
-from memcli.store.vectors import VectorsMixin
+from memcli.store.vectors import VectorsPart
 
 
-class Store(
-    BanksMixin,
-    DocumentsMixin,
-    FactsMixin,
-    EntitiesMixin,
-    VectorsMixin,
-    LinksMixin,
-    SearchMixin,
-    LifecycleMixin,
-    HealthMixin,
-    ReaderPoolMixin,
-    StoreBase,
-):
-    """A connection to one mem store. Use as a context manager; write inside atomic()."""
+class Store:
+    """A connection to one mem store, as parts that each own their SQL: banks, documents,
+    facts, entities, links, vectors, search (the arms' reads), reembed, sources (where each
+    document came from), exchange (export and import rows) and health (the doctor's
+    checks), built on one StoreCore (the connection, its transactions, snapshots and meta).
+    Use as a context manager; write inside atomic(). What the rest of mem may rely on is
+    memcli.store.protocol.StoreProtocol."""
+
+    def __init__(
+        self, path: str | os.PathLike, *, create: bool = True, readonly: bool = False
+    ) -> None:
+        self.core = core = StoreCore(path, create=create, readonly=readonly)
+        self.path: Path = core.path
+        self.readonly: bool = core.readonly
+        # Built in dependency order: each part is given the siblings it calls.
+        self.search = SearchPart(core)
+        self.entities = EntitiesPart(core)
+        self.links = LinksPart(core)
+        self.vectors = VectorsPart(core, self.search)
+        self.facts = FactsPart(core, self.vectors, self.entities)
+        self.reembed = ReembedPart(core, self.vectors, self.facts)
+        self.banks = BanksPart(core, self.facts, self.reembed)
+        self.documents = DocumentsPart(core, self.facts, self.vectors, self.banks)
+        self.sources = SourcesPart(core, self.documents, self.facts)
+        self.exchange = ExchangePart(core, self.vectors)
+        self.health = HealthPart(core, self.vectors)
+        # Readers of this store that their users closed, kept for the next reader(); and,
+        # for a reader, the pool it goes back to.
+        self._readers: ReaderPool[Store] = ReaderPool()
+        self._home: ReaderPool[Store] | None = None
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def atomic(self) -> AbstractContextManager[object]:
+        """One transaction: everything inside commits together or not at all (nested:
+        a savepoint)."""
+        return self.core.atomic()
+
+    def snapshot(self) -> AbstractContextManager[object]:
+        """A read transaction: every read inside sees one consistent state of the store."""
+        return self.core.snapshot()
+
+    def change_token(self) -> int:
+        """A value that changes whenever another connection commits to the store (SQLite's
+        data_version): equal readings before and after reads made on several connections
+        mean every one of them saw the same state."""
+        return self.core.data_version()
+
+    def schema_version(self) -> int:
+        return self.core.schema_version()
+
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the file (the scale bench's bytes per fact)."""
+        self.core.checkpoint()
+
+    # -- connections ----------------------------------------------------------------------
+
+    def reader(self) -> Store:
+        """Another connection to the same file for another thread (an arm of recall): a
+        pooled one when there is one. Closing it gives it back to this store's pool.
+        StoreError when this connection holds the store alone (a reader on a full disk):
+        another would wait for it to close, so the caller reads on this one."""
+        if self.core.exclusive:
+            raise StoreError(f"{self.path} is held by one connection (the disk is full)")
+        reader = self._readers.take()
+        if reader is None:
+            reader = Store(self.path, create=False, readonly=self.readonly)
+            reader._home = self._readers
+        return reader
+
+    def holds_alone(self) -> bool:
+        """Whether this connection holds the store alone (a reader on a full disk, which
+        SQLite gave no room for its shared -shm): every other connection waits until it is
+        closed, so it must be closed as soon as its reads are done."""
+        return self.core.exclusive
+
+    def close(self) -> None:
+        home = self._home
+        if home is not None and not self.core.conn.in_transaction and home.give_back(self):
+            return
+        for reader in self._readers.close():
+            reader._home = None
+            reader.close()
+        self.core.close()
+
+    def abandon(self) -> None:
+        """Close a connection whose file was replaced or deleted under it, without the
+        checkpoint and WAL removal a close does: the -wal and -shm beside the path now
+        belong to the file there, and writing this connection's pages into them would
+        corrupt it."""
+        try:
+            self.core.skip_checkpoint_on_close()
+        finally:
+            self.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: Store) -> StoreProtocol:
+        """A type checker checks here that the SQLite store is what the rest of mem relies
+        on (tests/test_store_protocol.py checks it at run time)."""
+        return store
 
 
 T = TypeVar("T")
@@ -137,6 +241,7 @@ __all__ = [
     "APPLICATION_ID",
     "BUSY_TIMEOUT_MS",
     "CONTEXTS_AMONG_SQL",
+    "DocumentSource",
     "FACT_TYPES",
     "ID_LIMIT",
     "INT64_MAX",
@@ -146,13 +251,17 @@ __all__ = [
     "InterruptedAfterCommit",
     "StagingFile",
     "Store",
+    "StoreProtocol",
     "StoreBusy",
     "StoreError",
     "StoreFull",
     "StoreReadOnly",
+    "WriteRefused",
     "check_bank_name",
+    "close_all_connections",
     "content_hash",
     "fill_new_store",
+    "is_database_error",
     "is_sqlite_file",
     "iso",
     "parse_iso",

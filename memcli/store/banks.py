@@ -12,6 +12,9 @@ from typing import Any
 from memcli.labels import bank_name_problem
 from memcli.paths import lock_held
 from memcli.store.base import process_runs
+from memcli.store.core import StoreCore
+from memcli.store.facts import FactsPart
+from memcli.store.reembed import ReembedPart
 from memcli.store.types import StoreError, iso
 
 STAGING_PREFIX = "\x00staging:"
@@ -24,8 +27,18 @@ def check_bank_name(name: str) -> str:
     return name
 
 
-class BanksMixin:
-    conn: Any
+class BanksPart:
+    """store.banks: user banks by name, their rows, renames and deletes, and the staging
+    banks a retain call writes its documents into."""
+
+    def __init__(self, core: StoreCore, facts: FactsPart, reembed: ReembedPart) -> None:
+        self.core = core
+        self.conn = core.conn
+        self.facts = facts
+        self.reembed = reembed
+        # Staging bank -> (descriptor holding its lock file's flock, the lock file).
+        self._staging_locks: dict[int, tuple[int, Path]] = {}
+        core.on_close(self.release_staging_locks)
 
     def bank_id(self, name: str) -> int | None:
         row = self.conn.execute(
@@ -62,20 +75,6 @@ class BanksMixin:
             r[0]
             for r in self.conn.execute("SELECT name FROM banks WHERE kind = 'user' ORDER BY name")
         ]
-
-    def bank_embedder(self, bank_id: int) -> tuple[str | None, str | None]:
-        """(embedder name, fingerprint) recorded for the bank, (None, None) before its first
-        vector."""
-        row = self.conn.execute(
-            "SELECT embedder, embedder_fingerprint FROM banks WHERE id = ?", (bank_id,)
-        ).fetchone()
-        return (row[0], row[1]) if row else (None, None)
-
-    def set_bank_embedder(self, bank_id: int, name: str, fingerprint: str | None) -> None:
-        self.conn.execute(
-            "UPDATE banks SET embedder = ?, embedder_fingerprint = ? WHERE id = ?",
-            (name, fingerprint, bank_id),
-        )
 
     def bank_stats(self) -> list[dict[str, Any]]:
         rows = self.conn.execute(
@@ -117,6 +116,43 @@ class BanksMixin:
             out.append(row)
         return out
 
+    def bank_created_at(self, bank_id: int) -> datetime | None:
+        row = self.conn.execute("SELECT created_at FROM banks WHERE id = ?", (bank_id,)).fetchone()
+        return datetime.fromisoformat(row[0]) if row and row[0] else None
+
+    # -- renamed, deleted ----------------------------------------------------------------
+
+    def rename_bank(self, bank_id: int, new_name: str) -> None:
+        if self.bank_id(new_name) is not None:
+            raise StoreError(f"a bank named {new_name!r} already exists")
+        self.conn.execute("UPDATE banks SET name = ? WHERE id = ?", (new_name, bank_id))
+
+    def delete_bank(self, bank_id: int) -> dict[str, int]:
+        """Remove a bank and everything in it. Inside atomic()."""
+        counts = self.facts.delete_facts(self.facts.fact_ids_of_bank(bank_id))
+        counts["documents"] = self.conn.execute(
+            "SELECT count(*) FROM documents WHERE bank_id = ?", (bank_id,)
+        ).fetchone()[0]
+        counts["entities"] += self.conn.execute(
+            "SELECT count(*) FROM entities WHERE bank_id = ?", (bank_id,)
+        ).fetchone()[0]
+        # The remaining rows (documents, chunks, entities and their keys) cascade.
+        self.conn.execute("DELETE FROM banks WHERE id = ?", (bank_id,))
+        self.reembed.forget_bank(bank_id)
+        return counts
+
+    def bank_row(self, bank_id: int) -> dict[str, Any]:
+        name, created, embedder, fingerprint = self.conn.execute(
+            "SELECT name, created_at, embedder, embedder_fingerprint FROM banks WHERE id = ?",
+            (bank_id,),
+        ).fetchone()
+        return {
+            "name": name,
+            "created_at": created,
+            "embedder": embedder,
+            "embedder_fingerprint": fingerprint,
+        }
+
     # -- staging --------------------------------------------------------------------------
 
     def create_staging_bank(self, bank_id: int, now: datetime) -> int:
@@ -136,19 +172,26 @@ class BanksMixin:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError:  # a folder mem cannot write in: the process id alone says
             return staging
-        self.__dict__.setdefault("_staging_locks", {})[staging] = (fd, lock)
+        self._staging_locks[staging] = (fd, lock)
         return staging
+
+    def release_staging_locks(self) -> None:
+        """Let go of every staging bank's lock this connection holds (it closes): a retain
+        cut short leaves its staging bank, which the next writer purges once it is free."""
+        held, self._staging_locks = self._staging_locks, {}
+        for fd, _ in held.values():
+            os.close(fd)
 
     def release_staging_lock(self, staging_bank: int) -> None:
         """Let go of a staging bank's lock and remove its file (published or discarded)."""
-        held = self.__dict__.get("_staging_locks", {}).pop(staging_bank, None)
+        held = self._staging_locks.pop(staging_bank, None)
         if held is not None:
             fd, lock = held
             lock.unlink(missing_ok=True)
             os.close(fd)
 
     def _staging_lock_path(self, pid: int | str, token: str) -> Path:
-        path = self.path  # type: ignore[attr-defined]
+        path = self.core.path
         return path.with_name(f".{path.name}.staging-{pid}-{token}.lock")
 
     def abandoned_staging_banks(self) -> list[int]:
@@ -171,7 +214,7 @@ class BanksMixin:
     def remove_orphan_staging_locks(self) -> None:
         """Remove the staging lock files beside the store that no staging bank names and no
         process holds. Inside atomic()."""
-        path = self.path  # type: ignore[attr-defined]
+        path = self.core.path
         owned = {
             str(owner).replace(":", "-")
             for (owner,) in self.conn.execute(

@@ -1,4 +1,4 @@
-"""Opening one mem file safely, transactions, and the meta table.
+"""Opening one mem file safely (the connection and its transactions: core.py).
 
 A file is only ever opened for writing once it is known to be a mem store: a path that does
 not exist is created whole (schema written to a private temporary file, then linked into
@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import itertools
 import os
 import re
 import secrets
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -29,7 +26,6 @@ from memcli.paths import lock_held
 from memcli.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
-    InterruptedAfterCommit,
     StoreBusy,
     StoreError,
     StoreFull,
@@ -37,13 +33,13 @@ from memcli.store.types import (
 )
 
 _MEM_TABLES = {"meta", "banks", "facts", "fact_fts"}
-_savepoint_names = itertools.count(1)
 
 
 PAGE_CACHE_KIB = 16384
 
 
-def _raw_connection(path: Path, flags: int, *, immutable: bool = False) -> apsw.Connection:
+def raw_connection(path: Path, flags: int, *, immutable: bool = False) -> apsw.Connection:
+    """A bare connection to path (immutable: read-only, as a file nobody can change)."""
     if immutable:
         flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
         conn = apsw.Connection(f"file:{quote(str(path.resolve()))}?immutable=1", flags=flags)
@@ -53,26 +49,30 @@ def _raw_connection(path: Path, flags: int, *, immutable: bool = False) -> apsw.
     return conn
 
 
-def _set_up(conn: apsw.Connection) -> apsw.Connection:
-    """sqlite-vec and the PRAGMAs every store connection runs with."""
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
-    conn.execute("PRAGMA foreign_keys = ON")
-    # 16 MiB of page cache, not SQLite's 2: reading a bank's vector chunks for the scan
-    # (store/vectors.py) took 47-72 ms at 100k facts with 2 MiB and 32-38 ms with 8 MiB or
-    # more (same file, same process start). Pages are only allocated as they are read.
-    conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
-    return conn
-
-
-def _connect(path: Path, flags: int) -> apsw.Connection:
-    conn = _raw_connection(path, flags)
+def set_up(conn: apsw.Connection, path: Path) -> apsw.Connection:
+    """conn with sqlite-vec and the PRAGMAs every store connection runs with; closed, and
+    the failure said as one line, when they fail."""
     try:
-        return _set_up(conn)
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+        conn.execute("PRAGMA foreign_keys = ON")
+        # 16 MiB of page cache, not SQLite's 2: reading a bank's vector chunks for the scan
+        # (store/vectors.py) took 47-72 ms at 100k facts with 2 MiB and 32-38 ms with 8 MiB
+        # or more (same file, same process start). Pages are only allocated as they are read.
+        conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
+    except apsw.Error as exc:  # the first statement reads the schema: -wal and -shm open
+        system_errno = conn.system_errno
+        conn.close()
+        raise open_error(path, exc, system_errno) from exc
     except BaseException:
         conn.close()
         raise
+    return conn
+
+
+def connect(path: Path, flags: int) -> apsw.Connection:
+    return set_up(raw_connection(path, flags), path)
 
 
 # The errnos of a write refused for lack of room: a full disk, a quota, the file size limit.
@@ -92,29 +92,29 @@ def open_reading(
     its own memory and needs no -shm (sqlite.org/wal.html, "Use of WAL Without Shared-Memory");
     it then holds the store alone until it is closed (writers wait on their busy timeout),
     so only a short-lived reader may ask for it. Its exclusive lock needs a descriptor open
-    for writing; query_only keeps it from writing. Otherwise the lack of space is StoreFull."""
+    for writing; query_only keeps it from writing. Otherwise the lack of space is StoreFull
+    (open_error), as is every other failure of that first read."""
     conn = connect()
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn, False
-    except apsw.IOError as exc:
-        no_space = conn.system_errno
+    except apsw.Error as exc:
+        system_errno = conn.system_errno
         conn.close()
-        if no_space not in NO_SPACE:
-            raise
-        if not may_lock:
-            raise StoreFull(
-                f"disk full: cannot open {path} ({os.strerror(no_space)}: SQLite needs room "
-                "for the -shm file beside it); nothing was written"
-            ) from exc
+        if not (may_lock and isinstance(exc, apsw.IOError) and system_errno in NO_SPACE):
+            raise open_error(path, exc, system_errno) from exc
     except BaseException:
         conn.close()
         raise
-    conn = _raw_connection(path, apsw.SQLITE_OPEN_READWRITE)
+    conn = raw_connection(path, apsw.SQLITE_OPEN_READWRITE)
     try:
         conn.execute("PRAGMA locking_mode = EXCLUSIVE")
         conn.execute("PRAGMA query_only = ON")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except apsw.Error as exc:
+        system_errno = conn.system_errno
+        conn.close()
+        raise open_error(path, exc, system_errno) from exc
     except BaseException:
         conn.close()
         raise
@@ -128,6 +128,19 @@ def on_read_only_media(path: Path) -> bool:
     whole in its main file, and SQLite can only read it as immutable: a read-only connection
     still needs to create the -wal and -shm, and failed with "unable to open database file"."""
     return not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists()
+
+
+def close_all_connections() -> None:
+    """Close every SQLite connection this process has open, each as its store's close would
+    (its log folded into the file): the CLI's exit skips the interpreter's shutdown."""
+    for conn in apsw.connections():
+        conn.close()
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether exc is an error of the database library that escaped the store's own
+    messages (the CLI says "database error" for it)."""
+    return isinstance(exc, apsw.Error)
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
@@ -197,28 +210,29 @@ def inspect_file(path: Path) -> int | None:
     # A WAL database with no -wal file is whole in its main file; an ordinary read-only
     # connection would still create -wal and -shm beside a file that may not be ours.
     immutable = header[18:20] == b"\x02\x02" and not Path(f"{path}-wal").exists()
+    probe = None
     try:
         probe, _ = open_reading(
-            lambda: _raw_connection(path, apsw.SQLITE_OPEN_READONLY, immutable=immutable),
+            lambda: raw_connection(path, apsw.SQLITE_OPEN_READONLY, immutable=immutable),
             path,
             # Only a file that says it is a store may be locked (and its log checkpointed
             # when the lock is let go) to read it on a full disk.
             may_lock=header_app_id == APPLICATION_ID,
         )
-        try:
-            # One read transaction: a store being created by another process is seen either
-            # not at all or whole.
-            with probe:
-                app_id = probe.execute("PRAGMA application_id").fetchone()[0]
-                version = probe.execute("PRAGMA user_version").fetchone()[0]
-                tables = {
-                    r[0]
-                    for r in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                }
-        finally:
-            probe.close()
+        # One read transaction: a store being created by another process is seen either
+        # not at all or whole. (Not `with probe:`, whose rollback after a failed read
+        # raised "cannot rollback - no transaction is active" in place of the failure.)
+        probe.execute("BEGIN")
+        app_id = probe.execute("PRAGMA application_id").fetchone()[0]
+        version = probe.execute("PRAGMA user_version").fetchone()[0]
+        tables = {
+            r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
     except apsw.Error as exc:
-        raise StoreError(f"cannot read {path} as SQLite: {exc} (left untouched)") from exc
+        raise open_error(path, exc, probe.system_errno if probe is not None else 0) from exc
+    finally:
+        if probe is not None:
+            probe.close()
     ours = app_id == APPLICATION_ID or (app_id == 0 and 1 <= version and _MEM_TABLES <= tables)
     if not ours:
         raise StoreError(f"{path} is an SQLite database but not a mem store (left untouched)")
@@ -227,7 +241,34 @@ def inspect_file(path: Path) -> int | None:
     return version
 
 
-def _run_migrations(conn: apsw.Connection, path: Path) -> None:
+def busy_message(path: Path) -> str:
+    return (
+        f"{path} is locked by another process (waited {BUSY_TIMEOUT_MS / 1000:g} s); "
+        "nothing was written, try again"
+    )
+
+
+def open_error(path: Path, exc: apsw.Error, system_errno: int) -> StoreError:
+    """What opening (or first reading) the store at path failed with, as one line: a lock,
+    a full disk, an I/O error and a file that is not SQLite say different things."""
+    if isinstance(exc, apsw.BusyError):
+        return StoreBusy(busy_message(path))
+    if isinstance(exc, apsw.FullError) or system_errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return StoreFull(
+            f"disk full: cannot open {path} (SQLite needs room beside it for its -wal and "
+            "-shm files); nothing was changed"
+        )
+    if isinstance(exc, (apsw.ReadOnlyError, apsw.PermissionsError)):
+        return StoreReadOnly(f"{path} cannot be opened: {exc}")
+    if isinstance(exc, apsw.IOError):
+        detail = os.strerror(system_errno) if system_errno else str(exc)
+        return StoreError(f"I/O error opening {path}: {detail}; nothing was changed")
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return StoreError(f"cannot read {path} as SQLite: {exc} (left untouched)")
+    return StoreError(f"cannot open {path}: {exc}")
+
+
+def run_migrations(conn: apsw.Connection, path: Path) -> None:
     """Bring the file to SCHEMA_VERSION in one transaction (foreign keys off: a table rebuild
     must not cascade; their consistency is checked before commit)."""
     conn.execute("PRAGMA foreign_keys = OFF")
@@ -254,7 +295,7 @@ def _run_migrations(conn: apsw.Connection, path: Path) -> None:
 
 
 # What a store is built under before it is linked into place: ".NAME.PID-HEX.new" (its
-# schema, _create) or ".NAME.PID-HEX.building" (a whole import, store.fill_new_store), with
+# schema, create_store) or ".NAME.PID-HEX.building" (a whole import, store.fill_new_store), with
 # SQLite's "-wal", "-shm" and "-journal" beside it while it is open. The builder holds an
 # flock on the file until it is done: a file whose lock anyone can take, and whose process
 # is gone, is garbage left by a killed process (a PID alone can be another namespace's or
@@ -359,9 +400,9 @@ def build_schema(tmp: Path) -> int:
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        conn = _connect(tmp, apsw.SQLITE_OPEN_READWRITE)
+        conn = connect(tmp, apsw.SQLITE_OPEN_READWRITE)
         try:
-            _run_migrations(conn, tmp)
+            run_migrations(conn, tmp)
         finally:
             conn.close()
     except BaseException:
@@ -379,14 +420,17 @@ def remove_staging(tmp: Path) -> None:
             pass
 
 
-def _create(path: Path) -> None:
+def create_store(path: Path) -> None:
     """Write a new store next to path and link it into place; losing the race to another
     process creating the same path is fine (its store is used)."""
-    make_private_folders(path)  # (StoreBase.__init__ has cleared killed builders' files)
+    make_private_folders(path)  # (StoreCore.__init__ has cleared killed builders' files)
     tmp = staging_path(path, "new")
     fd = None
     try:
-        fd = build_schema(tmp)
+        try:
+            fd = build_schema(tmp)
+        except StoreError as exc:  # about the store at path, not the hidden name
+            raise type(exc)(str(exc).replace(str(tmp), str(path))) from exc
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -395,241 +439,3 @@ def _create(path: Path) -> None:
         remove_staging(tmp)
         if fd is not None:
             os.close(fd)
-
-
-class StoreBase:
-    """A connection to one mem store, with transactions and meta. See Store for the rest."""
-
-    def __init__(
-        self, path: str | os.PathLike, *, create: bool = True, readonly: bool = False
-    ) -> None:
-        self.path = Path(path).expanduser()
-        if create and not readonly:  # a command that may write: clear a killed one's litter
-            remove_dead_staging(self.path)
-        try:
-            version = inspect_file(self.path)
-            if version is None:
-                if not create or readonly:
-                    raise StoreError(f"no mem store at {self.path} (run `mem retain` first)")
-                try:
-                    _create(self.path)
-                except OSError as exc:
-                    raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
-                version = inspect_file(self.path)
-            # Read-only media: the store is read as it is (and cannot be written).
-            self.immutable = on_read_only_media(self.path)
-            self.readonly = readonly or self.immutable
-            flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
-            conn, self.exclusive = open_reading(
-                lambda: _raw_connection(self.path, flags, immutable=self.immutable),
-                self.path,
-                may_lock=readonly,
-            )
-            try:
-                self.conn = _set_up(conn)
-            except BaseException:
-                conn.close()
-                raise
-        except apsw.BusyError as exc:
-            raise StoreBusy(self._busy_message()) from exc
-        except apsw.Error as exc:
-            raise StoreError(f"cannot open {self.path}: {exc}") from exc
-        try:
-            if not self.readonly:
-                self._use_wal()
-                if version != SCHEMA_VERSION:
-                    if not self.writable():
-                        raise StoreReadOnly(
-                            f"{self.path} needs an upgrade to schema {SCHEMA_VERSION} "
-                            "but cannot be written"
-                        )
-                    with self._translated():
-                        _run_migrations(self.conn, self.path)
-                    version = SCHEMA_VERSION
-        except BaseException:
-            self.conn.close()
-            raise
-        # What the reads may rely on: a read-only file stays at the version it has.
-        self.version_at_open: int = version
-
-    def reader(self) -> StoreBase:
-        """Another connection to the same file (for an arm run in a second thread)."""
-        if self.exclusive:  # it would wait for this one to close: run on this one instead
-            raise StoreError(f"{self.path} is held by one connection (the disk is full)")
-        return type(self)(self.path, create=False, readonly=self.readonly)
-
-    def writable(self) -> bool:
-        return os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
-
-    def _use_wal(self) -> None:
-        """Switch the file to WAL (a property of the file, set once, outside a transaction).
-        The switch needs an exclusive lock and SQLite answers SQLITE_BUSY at once instead of
-        waiting on the busy timeout, so processes opening one new file together retry."""
-        if not self.writable():
-            return
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                self.conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except apsw.BusyError:
-                if time.monotonic() > deadline:
-                    raise StoreBusy(self._busy_message()) from None
-                time.sleep(0.01)
-
-    def close(self) -> None:
-        # Staging banks this connection still owns (a retain cut short) are let go: with
-        # their locks free, the next writer purges them (store/banks.py).
-        for fd, _ in self.__dict__.pop("_staging_locks", {}).values():
-            os.close(fd)
-        self.conn.close()
-
-    def abandon(self) -> None:
-        """Close a connection whose file was replaced or deleted under it, without the
-        checkpoint and WAL removal a close does: the -wal and -shm beside the path now
-        belong to the file there, and writing this connection's pages into them would
-        corrupt it."""
-        try:
-            self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
-        finally:
-            self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- transactions ---------------------------------------------------------------------
-
-    def _busy_message(self) -> str:
-        return (
-            f"{self.path} is locked by another process (waited "
-            f"{BUSY_TIMEOUT_MS / 1000:g} s); nothing was written, try again"
-        )
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        """SQLite's failures as one-line StoreErrors (the original stays as __cause__)."""
-        try:
-            yield
-        except apsw.BusyError as exc:
-            raise StoreBusy(self._busy_message()) from exc
-        except apsw.FullError as exc:
-            raise StoreFull(f"disk full writing {self.path}; nothing was written") from exc
-        except (apsw.ReadOnlyError, apsw.PermissionsError) as exc:
-            raise StoreReadOnly(f"{self.path} cannot be written: {exc}") from exc
-        except (apsw.CorruptError, apsw.NotADBError) as exc:
-            raise StoreError(f"{self.path} is damaged: {exc} (`mem doctor` checks it)") from exc
-        except apsw.IOError as exc:
-            # A write refused for lack of space (or past the file size limit) is an I/O
-            # error to SQLite; the OS's errno says which.
-            if self.conn.system_errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-                raise StoreFull(
-                    f"disk full writing {self.path} ({os.strerror(self.conn.system_errno)}); "
-                    "nothing was written"
-                ) from exc
-            raise StoreError(f"I/O error on {self.path}: {exc}; nothing was written") from exc
-
-    @contextmanager
-    def atomic(self) -> Iterator[apsw.Connection]:
-        """One transaction: everything inside commits together or not at all.
-
-        The outermost level takes the write lock up front (BEGIN IMMEDIATE), so two writers
-        queue on the busy timeout instead of failing half way on lock upgrade; inner levels
-        are savepoints. A failed rollback never hides the error that caused it. A Ctrl-C
-        that comes as the transaction commits is InterruptedAfterCommit: it is stored."""
-        if self.readonly:
-            if self.immutable:
-                raise StoreReadOnly(f"{self.path} is read-only: nothing was written")
-            raise StoreReadOnly(f"{self.path} was opened read-only")
-        if self.conn.in_transaction:
-            name = f"mem_sp{next(_savepoint_names)}"
-            self.conn.execute(f"SAVEPOINT {name}")
-            try:
-                yield self.conn
-            except BaseException:
-                try:
-                    self.conn.execute(f"ROLLBACK TO {name}")
-                    self.conn.execute(f"RELEASE {name}")
-                except apsw.Error:
-                    pass
-                self._after_rollback()
-                raise
-            self.conn.execute(f"RELEASE {name}")
-            return
-        if not self.writable():
-            raise StoreReadOnly(f"{self.path} is read-only: nothing was written")
-        with self._translated():
-            self.conn.execute("BEGIN IMMEDIATE")
-            committing = False
-            try:
-                yield self.conn
-                committing = True
-                self.conn.execute("COMMIT")
-            except BaseException as exc:
-                if self.conn.in_transaction:
-                    try:
-                        self.conn.execute("ROLLBACK")
-                    except apsw.Error:
-                        pass
-                elif committing and isinstance(exc, KeyboardInterrupt):
-                    # Ctrl-C during the COMMIT (its fsync) is raised as the call returns:
-                    # the transaction is stored, and callers must not count it as undone
-                    # (a retain said "kept 0 items" of a batch it had stored).
-                    raise InterruptedAfterCommit(*exc.args) from exc
-                self._after_rollback()
-                raise
-
-    def defer_foreign_keys(self) -> None:
-        """Check foreign keys at this transaction's commit, not at each statement: an import
-        writes rows before the rows they point to."""
-        self.conn.execute("PRAGMA defer_foreign_keys = ON")
-
-    def checkpoint(self) -> None:
-        """Move the write-ahead log into the main file and empty it, so that the main file's
-        size is the store's (the scale bench's bytes per fact)."""
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def _after_rollback(self) -> None:
-        """Drop what caches know of writes that were just rolled back (mixins extend it)."""
-
-    # The name retain and bench used before atomic() existed.
-    write = atomic
-
-    def data_version(self) -> int:
-        """A number that changes whenever another connection commits to the file (PRAGMA
-        data_version): equal readings before and after reads made on several connections
-        mean every one of them saw the same state."""
-        with self._translated():
-            return self.conn.execute("PRAGMA data_version").fetchone()[0]
-
-    @contextmanager
-    def snapshot(self) -> Iterator[apsw.Connection]:
-        """A read transaction: every query inside sees one consistent state of the file."""
-        if self.conn.in_transaction:
-            yield self.conn
-            return
-        with self._translated():
-            self.conn.execute("BEGIN")
-            try:
-                yield self.conn
-            finally:
-                if self.conn.in_transaction:
-                    self.conn.execute("COMMIT")
-
-    # -- meta -----------------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES(?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
-    def schema_version(self) -> int:
-        return self.conn.execute("PRAGMA user_version").fetchone()[0]

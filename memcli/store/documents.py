@@ -12,13 +12,26 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
+from memcli.store.banks import BanksPart
+from memcli.store.core import StoreCore
+from memcli.store.facts import FactsPart
 from memcli.store.types import batched, iso, marks
+from memcli.store.vectors import VectorsPart
 
 
-class DocumentsMixin:
-    conn: Any
+class DocumentsPart:
+    """store.documents: documents and their chunks, and the staging banks that replace a
+    document's version atomically."""
+
+    def __init__(
+        self, core: StoreCore, facts: FactsPart, vectors: VectorsPart, banks: BanksPart
+    ) -> None:
+        self.core = core
+        self.conn = core.conn
+        self.facts = facts
+        self.vectors = vectors
+        self.banks = banks
 
     def document_row(self, bank_id: int, external_id: str) -> int | None:
         row = self.conn.execute(
@@ -46,7 +59,7 @@ class DocumentsMixin:
         ]
 
     def delete_document(self, document_row: int) -> dict[str, int]:
-        counts = self.delete_facts(self.document_fact_ids(document_row))  # type: ignore[attr-defined]
+        counts = self.facts.delete_facts(self.document_fact_ids(document_row))
         self.conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_row,))
         self.conn.execute("DELETE FROM documents WHERE id = ?", (document_row,))
         return counts
@@ -70,6 +83,23 @@ class DocumentsMixin:
             )
         return out
 
+    def delete_empty_documents(self, bank_id: int) -> int:
+        """Documents of the bank no fact belongs to any more, and their chunks. Inside
+        atomic()."""
+        empty = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT d.id FROM documents d WHERE d.bank_id = ? "
+                "AND NOT EXISTS (SELECT 1 FROM facts f WHERE f.document_id = d.id)",
+                (bank_id,),
+            )
+        ]
+        for batch in batched(empty):
+            m = marks(len(batch))
+            self.conn.execute(f"DELETE FROM chunks WHERE document_id IN ({m})", batch)
+            self.conn.execute(f"DELETE FROM documents WHERE id IN ({m})", batch)
+        return len(empty)
+
     # -- staging --------------------------------------------------------------------------
 
     def publish_staging(self, staging_bank: int, bank_id: int) -> list[str]:
@@ -87,7 +117,7 @@ class DocumentsMixin:
                 # what it closed is valid again, unless the new version says the same.
                 old_ids = self.document_fact_ids(live)
                 same = self._same_content(old_ids, row)
-                self.reopen_superseded(old_ids, same)  # type: ignore[attr-defined]
+                self.facts.reopen_superseded(old_ids, same)
                 self._carry_closed_state(old_ids, row, same)
                 self.delete_document(live)
                 replaced.append(external_id)
@@ -100,9 +130,9 @@ class DocumentsMixin:
         self.conn.execute(
             "UPDATE chunks SET bank_id = ? WHERE bank_id = ?", (bank_id, staging_bank)
         )
-        self.move_vectors(moved, bank_id)  # type: ignore[attr-defined]
+        self.vectors.move_vectors(moved, bank_id)
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
-        self.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
+        self.banks.release_staging_lock(staging_bank)
         return replaced
 
     # A new version's fact "says the same" as an old one when its words, speaker and type
@@ -159,13 +189,13 @@ class DocumentsMixin:
         owner = self.conn.execute(
             "SELECT owner FROM banks WHERE id = ?", (staging_bank,)
         ).fetchone()
-        counts = self.delete_facts(self.fact_ids_of_bank(staging_bank))  # type: ignore[attr-defined]
+        counts = self.facts.delete_facts(self.facts.fact_ids_of_bank(staging_bank))
         self.conn.execute("DELETE FROM chunks WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM documents WHERE bank_id = ?", (staging_bank,))
         self.conn.execute("DELETE FROM banks WHERE id = ?", (staging_bank,))
         # Ours: let go of it; a killed owner's (nobody holds it): its file goes too.
-        self.release_staging_lock(staging_bank)  # type: ignore[attr-defined]
-        lock = self.staging_lock_of(owner[0] if owner else None)  # type: ignore[attr-defined]
+        self.banks.release_staging_lock(staging_bank)
+        lock = self.banks.staging_lock_of(owner[0] if owner else None)
         if lock is not None:
             lock.unlink(missing_ok=True)
         return counts
@@ -174,8 +204,8 @@ class DocumentsMixin:
         """Drop staging banks left by killed processes, and lock files no staging bank owns
         and nobody holds (a process killed before its staging bank's row committed). Call
         inside atomic(): a new staging bank's row and lock come in its owner's write."""
-        banks = self.abandoned_staging_banks()  # type: ignore[attr-defined]
+        banks = self.banks.abandoned_staging_banks()
         for staging_bank in banks:
             self.discard_staging(staging_bank)
-        self.remove_orphan_staging_locks()  # type: ignore[attr-defined]
+        self.banks.remove_orphan_staging_locks()
         return len(banks)

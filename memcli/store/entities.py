@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from memcli.store.types import iso, marks
+from memcli.store.core import StoreCore
+from memcli.store.types import batched, iso, marks
 
 
-class EntitiesMixin:
-    conn: Any
+class EntitiesPart:
+    """store.entities: entities, their lookup keys, and which facts mention them."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+        self.conn = core.conn
 
     def insert_entity(self, bank_id: int, name: str, seen: datetime, keys: Sequence[str]) -> int:
         self.conn.execute(
@@ -128,3 +132,27 @@ class EntitiesMixin:
             (bank_id, limit, json.dumps(list(dict.fromkeys(entity_ids)))),
         ).fetchone()
         return {entity: (count, ids) for entity, count, ids in json.loads(found)}
+
+    def entity_names_of(self, fact_ids: Sequence[int]) -> dict[int, list[str]]:
+        """fact id -> the names of the entities it mentions, in name order."""
+        out: dict[int, list[str]] = {}
+        for batch in batched(list(fact_ids)):
+            for fid, name in self.conn.execute(
+                "SELECT fe.fact_id, e.name FROM fact_entities fe JOIN entities e "
+                f"ON e.id = fe.entity_id WHERE fe.fact_id IN ({marks(len(batch))}) "
+                "ORDER BY e.name",
+                batch,
+            ):
+                out.setdefault(fid, []).append(name)
+        return out
+
+    def fact_entity_rows(self, fact_id: int) -> list[tuple[int, str, list[str]]]:
+        """(entity id, name, aliases) of the entities a fact mentions."""
+        return [
+            (eid, name, json.loads(aliases))
+            for eid, name, aliases in self.conn.execute(
+                "SELECT e.id, e.name, e.aliases FROM fact_entities fe "
+                "JOIN entities e ON e.id = fe.entity_id WHERE fe.fact_id = ? ORDER BY e.name",
+                (fact_id,),
+            )
+        ]

@@ -1,21 +1,33 @@
-"""Facts: insert, read back, delete everywhere they live.
+"""Facts: insert, read back, select, correct, delete everywhere they live.
 
 Virtual tables (FTS5 and vec0) do not take part in foreign-key cascades, so every delete of
 facts goes through `delete_facts`, which clears them, the entity counts and unused chunks too.
+
+A selection (list, forget) is any object with the attributes of memcli.lifecycle.Selection
+(ids, document, source_id, context, since, until, plus the recall filter's types, tags,
+tags_match, valid_only and as_of); it becomes SQL here, with every user value a bound
+parameter. A correction closes a fact's validity (close_fact) and taking a correction back
+reopens what it closed (reopen_superseded).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 import numpy as np
 import orjson
 
 from memcli import fts
-from memcli.store.types import Fact, batched, id_json, iso, marks, stored_json
+from memcli.store.core import StoreCore
+from memcli.store.entities import EntitiesPart
+from memcli.store.protocol import SelectionLike
+from memcli.store.search import filter_sql
+from memcli.store.types import PAGE, Fact, batched, id_json, iso, marks, stored_json
+from memcli.store.vectors import VectorsPart
 
 # One probe of the facts_context index per candidate name (see contexts_among).
 CONTEXTS_AMONG_SQL = (
@@ -74,8 +86,48 @@ def _fact_from_row(row: Sequence[Any], entities: list[str]) -> Fact:
     )
 
 
-class FactsMixin:
-    conn: Any
+def selection_sql(sel: SelectionLike, alias: str = "f") -> tuple[str, list]:
+    """The condition (starting with AND, or empty) that a selection puts on facts."""
+    parts: list[str] = []
+    params: list = []
+    if getattr(sel, "ids", None):
+        ids = list(sel.ids)
+        parts.append(f"{alias}.id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(ids))
+    if getattr(sel, "document", None) is not None:
+        parts.append(
+            f"{alias}.document_id = (SELECT d.id FROM documents d "
+            f"WHERE d.bank_id = {alias}.bank_id AND d.external_id = ?)"
+        )
+        params.append(sel.document)
+    if getattr(sel, "source_id", None) is not None:
+        parts.append(f"{alias}.source_id = ?")
+        params.append(sel.source_id)
+    if getattr(sel, "context", None) is not None:
+        parts.append(f"lower({alias}.context) = lower(?)")
+        params.append(sel.context)
+    if getattr(sel, "since", None) is not None:
+        parts.append(f"{alias}.mentioned_at >= ?")
+        params.append(iso(sel.since))
+    if getattr(sel, "until", None) is not None:
+        parts.append(f"{alias}.mentioned_at < ?")
+        params.append(iso(sel.until))
+    cond = (" AND " + " AND ".join(parts)) if parts else ""
+    more, more_params = filter_sql(sel, alias)
+    return cond + more, params + more_params
+
+
+class FactsPart:
+    """store.facts: facts written, read back, selected, closed and reopened by corrections,
+    and deleted from every table they live in."""
+
+    def __init__(self, core: StoreCore, vectors: VectorsPart, entities: EntitiesPart) -> None:
+        self.core = core
+        self.conn = core.conn
+        self.vectors = vectors
+        self.entities = entities
+        # Facts per bank (None: all user banks), kept until the file changes (fact_count).
+        self._counts: dict[int | None, tuple[tuple[int, int], int]] = {}
 
     def insert_fact(
         self,
@@ -141,7 +193,7 @@ class FactsMixin:
                 fts.index_text(lead_in or ""),
             ),
         )
-        self.add_vector(fact_id, bank_id, fact_type, embedding)  # type: ignore[attr-defined]
+        self.vectors.add_vector(fact_id, bank_id, fact_type, embedding)
         return fact_id
 
     def existing_hashes(
@@ -206,7 +258,7 @@ class FactsMixin:
                 (*batch, *batch, *batch),
             ).fetchone()[0]
             self.conn.execute(f"DELETE FROM fact_fts WHERE rowid IN ({m})", batch)
-            self.delete_vectors(batch)  # type: ignore[attr-defined]
+            self.vectors.delete_vectors(batch)
             self.conn.execute(f"DELETE FROM facts WHERE id IN ({m})", batch)
             counts["facts"] += self.conn.changes()
         for batch in batched(sorted(entity_ids)):
@@ -253,7 +305,7 @@ class FactsMixin:
         bank_cond = "" if bank_id is None else " WHERE +f.bank_id = ?"
         bank_args = () if bank_id is None else (bank_id,)
         (rows,) = self.conn.execute(
-            f"SELECT json_group_array(json_array({fact_columns(self.version_at_open)})) "
+            f"SELECT json_group_array(json_array({fact_columns(self.core.version_at_open)})) "
             "FROM json_each(?) AS j JOIN facts f ON f.id = j.value "
             f"LEFT JOIN documents d ON d.id = f.document_id{bank_cond}",
             (ids, *bank_args),
@@ -294,7 +346,7 @@ class FactsMixin:
             self.conn.execute("PRAGMA data_version").fetchone()[0],
             self.conn.total_changes(),
         )
-        cache = self.__dict__.setdefault("_fact_counts", {})
+        cache = self._counts
         hit = cache.get(bank_id)
         if hit is not None and hit[0] == version:
             return hit[1]
@@ -324,4 +376,131 @@ class FactsMixin:
     def fact_texts(self, bank_id: int) -> list[str]:
         return [
             r[0] for r in self.conn.execute("SELECT text FROM facts WHERE bank_id = ?", (bank_id,))
+        ]
+
+    # -- list / select --------------------------------------------------------------------
+
+    def iter_facts(
+        self, bank_id: int, sel: SelectionLike, *, limit: int | None = None, offset: int = 0
+    ) -> Iterator[Fact]:
+        """The selected facts of a bank, newest said first (ties: newest recorded first).
+
+        One query streamed through its cursor (SQLite's sorter spills to temporary files, so
+        memory stays bounded at any size), read a page at a time to fetch entity names."""
+        cond, params = selection_sql(sel, "f")
+        rows_iter = self.conn.cursor().execute(
+            f"SELECT {fact_columns(self.core.version_at_open)} FROM facts f "
+            "LEFT JOIN documents d ON d.id = f.document_id "
+            f"WHERE f.bank_id = ?{cond} "
+            "ORDER BY f.mentioned_at DESC, f.id DESC LIMIT ? OFFSET ?",
+            (bank_id, *params, -1 if limit is None else limit, offset),
+        )
+        while True:
+            rows = list(islice(rows_iter, PAGE))
+            if not rows:
+                return
+            names = self.entities.entity_names_of([r[0] for r in rows])
+            for row in rows:
+                yield _fact_from_row(row, names.get(row[0], []))
+
+    def selected_fact_ids(self, bank_id: int, sel: SelectionLike) -> list[int]:
+        cond, params = selection_sql(sel, "f")
+        return [
+            r[0]
+            for r in self.conn.execute(
+                f"SELECT f.id FROM facts f WHERE f.bank_id = ?{cond} ORDER BY f.id",
+                (bank_id, *params),
+            )
+        ]
+
+    def missing_fact_ids(self, bank_id: int, ids: Sequence[int]) -> list[int]:
+        """Which of ids are not facts of the bank."""
+        found: set[int] = set()
+        for batch in batched(list(ids)):
+            found.update(
+                r[0]
+                for r in self.conn.execute(
+                    f"SELECT id FROM facts WHERE +bank_id = ? AND id IN ({marks(len(batch))})",
+                    (bank_id, *batch),
+                )
+            )
+        return [i for i in ids if i not in found]
+
+    # -- corrections: validity closed and reopened -------------------------------------
+
+    def close_fact(self, fact_id: int, invalid_at: datetime, superseded_by: int) -> bool:
+        """End a fact's validity (it stays stored and visible to --as-of), if it is still
+        valid; whether it was. Inside atomic(): the check and the change are one statement
+        under the write lock, so of two corrections of one fact at once only one closes it."""
+        self.conn.execute(
+            "UPDATE facts SET invalid_at = ?, superseded_by = ? WHERE id = ? "
+            "AND invalid_at IS NULL AND superseded_by IS NULL",
+            (iso(invalid_at), superseded_by, fact_id),
+        )
+        return self.conn.changes() == 1
+
+    def _closed_by_forgotten(
+        self, fact_ids: Sequence[int], replacements: Mapping[int, int] | None = None
+    ) -> list[tuple[int, int | None]]:
+        """For each fact (outside fact_ids) closed by one of fact_ids: (its id, the first
+        successor along its correction chain that is not being forgotten, or None). A chain
+        A -> B -> C with B forgotten gives (A, C): C still corrects A. A forgotten fact with
+        a replacement (the same content in a document's new version) hands on to it."""
+        replacements = replacements or {}
+        ids = json.dumps(list(fact_ids))
+        forgotten = set(fact_ids)
+        successor: dict[int, int | None] = dict(
+            self.conn.execute(
+                "SELECT id, superseded_by FROM facts WHERE id IN (SELECT value FROM json_each(?))",
+                (ids,),
+            ).fetchall()
+        )
+        out = []
+        for fid, by in self.conn.execute(
+            "SELECT id, superseded_by FROM facts WHERE superseded_by IN "
+            "(SELECT value FROM json_each(?)) AND id NOT IN (SELECT value FROM json_each(?))",
+            (ids, ids),
+        ).fetchall():
+            seen = set()
+            while by in forgotten and by not in seen:  # seen: a damaged, cyclic chain ends
+                seen.add(by)
+                if by in replacements:
+                    by = replacements[by]
+                    break
+                by = successor.get(by)
+            out.append((fid, None if by in forgotten else by))
+        return out
+
+    def reopen_superseded(
+        self, fact_ids: Sequence[int], replacements: Mapping[int, int] | None = None
+    ) -> int:
+        """Facts closed by one of fact_ids (and not among them) become valid again: taking a
+        correction back restores what it corrected. Unless that correction was corrected in
+        turn by a fact that stays, or is replaced (`replacements`: forgotten id -> the fact
+        with its content in a document's new version): then they stay closed, by that fact,
+        so one version is current. Returns how many became valid. Inside atomic()."""
+        reopened = 0
+        for fid, successor in self._closed_by_forgotten(fact_ids, replacements):
+            if successor is None:
+                self.conn.execute(
+                    "UPDATE facts SET invalid_at = NULL, superseded_by = NULL WHERE id = ?",
+                    (fid,),
+                )
+                reopened += 1
+            else:
+                self.conn.execute(
+                    "UPDATE facts SET superseded_by = ? WHERE id = ?", (successor, fid)
+                )
+        return reopened
+
+    def superseded_among(self, fact_ids: Sequence[int]) -> int:
+        """How many facts (outside fact_ids) a forget of fact_ids would make valid again."""
+        return sum(1 for _, successor in self._closed_by_forgotten(fact_ids) if successor is None)
+
+    def facts_superseded_by(self, fact_id: int) -> list[int]:
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT id FROM facts WHERE superseded_by = ? ORDER BY id", (fact_id,)
+            )
         ]

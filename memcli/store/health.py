@@ -12,11 +12,35 @@ from typing import Any
 
 import apsw
 
+from memcli.store.core import StoreCore
 from memcli.store.types import StoreBusy, StoreError
+from memcli.store.vectors import VectorsPart
+
+# Every table of a store's schema, for row_counts (fact_vec: once a vector was stored).
+CENSUS_TABLES = (
+    "facts", "fact_fts", "fact_vec", "fact_tags", "fact_entities", "entities", "entity_keys",
+    "links", "chunks", "documents", "banks",
+)  # fmt: skip
 
 
-class HealthMixin:
-    conn: Any
+def library_versions() -> list[tuple[str, str]]:
+    """(component, version) of SQLite, apsw and the sqlite-vec package, with no store open
+    (the doctor's report of an installation without one)."""
+    import sqlite_vec
+
+    return [
+        ("sqlite", f"SQLite {apsw.sqlite_lib_version()}, apsw {apsw.apsw_version()}"),
+        ("sqlite-vec", f"package {getattr(sqlite_vec, '__version__', '?')}"),
+    ]
+
+
+class HealthPart:
+    """store.health: the doctor's read-only checks."""
+
+    def __init__(self, core: StoreCore, vectors: VectorsPart) -> None:
+        self.core = core
+        self.conn = core.conn
+        self.vectors = vectors
 
     def quick_check(self) -> list[str]:
         """SQLite's PRAGMA quick_check: ['ok'] for a sound file, else its complaints."""
@@ -31,7 +55,7 @@ class HealthMixin:
         when another process held the write lock past the busy timeout: that says nothing
         of the index."""
         try:
-            with self.atomic():  # the write lock, waited for as any writer waits
+            with self.core.atomic():  # the write lock, waited for as any writer waits
                 self.conn.execute("INSERT INTO fact_fts(fact_fts) VALUES('integrity-check')")
         except StoreBusy:
             raise
@@ -125,7 +149,7 @@ class HealthMixin:
             table: self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]
             for table in ("facts", "documents", "chunks", "entities")
         }
-        high = self.get_meta("fact_id_high")  # type: ignore[attr-defined]
+        high = self.core.get_meta("fact_id_high")
         if high and high.isdigit():
             out["facts"] = max(out["facts"], int(high))
         return out
@@ -144,3 +168,41 @@ class HealthMixin:
 
     def sqlite_vec_version(self) -> str:
         return self.conn.execute("SELECT vec_version()").fetchone()[0]
+
+    def versions(self) -> list[tuple[str, str]]:
+        """(component, version) of what the store runs on, sqlite-vec as loaded."""
+        return [library_versions()[0], ("sqlite-vec", f"{self.sqlite_vec_version()} (loaded)")]
+
+    def row_counts(self) -> dict[str, int]:
+        """How many rows each table holds (a census: a command that must change nothing,
+        an import that must bring back every row)."""
+        return {
+            table: self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            if table != "fact_vec" or self.has_vector_table()
+            else 0
+            for table in CENSUS_TABLES
+        }
+
+    def fact_traces(self, fact_id: int) -> dict[str, int]:
+        """How many rows of each table still mention a fact (0 everywhere after a forget)."""
+        q = self.conn.execute
+        out = {
+            "facts": q("SELECT count(*) FROM facts WHERE id = ?", (fact_id,)).fetchone()[0],
+            "fact_fts": q("SELECT count(*) FROM fact_fts WHERE rowid = ?", (fact_id,)).fetchone()[
+                0
+            ],
+            "fact_tags": q(
+                "SELECT count(*) FROM fact_tags WHERE fact_id = ?", (fact_id,)
+            ).fetchone()[0],
+            "fact_entities": q(
+                "SELECT count(*) FROM fact_entities WHERE fact_id = ?", (fact_id,)
+            ).fetchone()[0],
+            "links": q(
+                "SELECT count(*) FROM links WHERE from_fact = ? OR to_fact = ?", (fact_id, fact_id)
+            ).fetchone()[0],
+            "superseded_by": q(
+                "SELECT count(*) FROM facts WHERE superseded_by = ?", (fact_id,)
+            ).fetchone()[0],
+        }
+        out["fact_vec"] = int(self.vectors.has_vector(fact_id))
+        return out

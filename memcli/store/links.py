@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
+from memcli.store.core import StoreCore
 from memcli.store.types import id_json, iso, marks
 
 # For each node [id, bank, event time, earliest, latest]: its causal links out (by the fact
@@ -51,8 +51,12 @@ def _shifted(when: datetime, by: timedelta) -> str:
         return iso(datetime.min if by < timedelta(0) else datetime.max)  # type: ignore[return-value]
 
 
-class LinksMixin:
-    conn: Any
+class LinksPart:
+    """store.links: stored links between facts, and facts near each other in time."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+        self.conn = core.conn
 
     def add_links(self, rows: Iterable[tuple[int, int, str, float]]) -> None:
         """(from_fact, to_fact, kind, weight); an existing link keeps the larger weight."""
@@ -134,3 +138,14 @@ class LinksMixin:
 
     def link_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM links").fetchone()[0]
+
+    def fact_links(self, fact_id: int) -> list[tuple[str, str, float, int, str]]:
+        """(direction 'out'|'in', kind, weight, other fact id, other text), heaviest first."""
+        return self.conn.execute(
+            "SELECT 'out', l.kind, l.weight, l.to_fact, f.text FROM links l "
+            "JOIN facts f ON f.id = l.to_fact WHERE l.from_fact = ? "
+            "UNION ALL SELECT 'in', l.kind, l.weight, l.from_fact, f.text FROM links l "
+            "JOIN facts f ON f.id = l.from_fact WHERE l.to_fact = ? "
+            "ORDER BY 3 DESC, 4",
+            (fact_id, fact_id),
+        ).fetchall()

@@ -10,36 +10,36 @@ its caches (the vector scans of vectors.py) intact; closing the store closes the
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Generic, TypeVar
 
-_lock = threading.Lock()
+R = TypeVar("R")
 
 
-class ReaderPoolMixin:
-    conn: Any
+class ReaderPool(Generic[R]):
+    """The idle reader connections of one store (Store.reader, Store.close)."""
 
-    def reader(self) -> Any:
-        """A connection to the same file for another thread: a pooled one when there is one."""
-        pool = self.__dict__.setdefault("_reader_pool", [])
-        with _lock:
-            if pool:
-                return pool.pop()
-        reader = super().reader()  # type: ignore[misc]
-        reader._pool_owner = self
-        return reader
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[R] = []
+        self.closed = False
 
-    def close(self) -> None:
-        owner = self.__dict__.get("_pool_owner")
-        if owner is not None and not owner.__dict__.get("_closed"):
-            if not self.conn.in_transaction:
-                with _lock:
-                    if not owner.__dict__.get("_closed"):
-                        owner.__dict__.setdefault("_reader_pool", []).append(self)
-                        return
-        self.__dict__["_closed"] = True
-        with _lock:
-            pooled = self.__dict__.pop("_reader_pool", [])
-        for reader in pooled:
-            reader.__dict__.pop("_pool_owner", None)
-            reader.close()
-        super().close()  # type: ignore[misc]
+    def take(self) -> R | None:
+        """An idle reader, or None when there is none."""
+        with self._lock:
+            return self._idle.pop() if self._idle else None
+
+    def give_back(self, reader: R) -> bool:
+        """Keep a reader its user closed for the next reader(); False once the store that
+        owns the pool is closed (the reader must then really close)."""
+        with self._lock:
+            if self.closed:
+                return False
+            self._idle.append(reader)
+            return True
+
+    def close(self) -> list[R]:
+        """Close the pool: the idle readers, which the caller closes."""
+        with self._lock:
+            self.closed = True
+            idle, self._idle = self._idle, []
+        return idle

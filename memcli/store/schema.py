@@ -14,7 +14,7 @@ import apsw
 import numpy as np
 
 from memcli.store.types import content_hash, parse_iso
-from memcli.store.vectors import HALF, sign_bits, vector_table_sql
+from memcli.store.vector_format import HALF, sign_bits, vector_table_sql
 
 # "mem" + schema family 1: set on every file mem creates, so a foreign SQLite file that
 # happens to have a user_version is never mistaken for a store.
@@ -237,7 +237,7 @@ def _v6(conn: apsw.Connection) -> None:
     """6: each fact keeps the token count of its printed block after the date
     (blocks.block_tail), so recall fits its budget without loading the tokenizer (~0.15 s
     of a cold recall). Counted here for the facts already stored."""
-    from memcli.blocks import tail_tokens  # blocks needs the store's types: import at use
+    from memcli.blocks import tail_tokens  # only an upgrade from schema 5 counts tokens
 
     conn.execute("ALTER TABLE facts ADD COLUMN tail_tokens INTEGER")
     rows = conn.execute("SELECT id, context, text FROM facts").fetchall()
@@ -270,5 +270,17 @@ V8 = """
     END;
 """
 
-MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4, V5, _v6, V7, V8]
+# 9: where a document came from, so that the same input retained again is skipped and a
+# folder kept in step (`mem sync`) replaces and forgets only the documents it made:
+# source_hash is the hash of the input a document was made from (a file's bytes, an
+# imported conversation's messages), sync_root the folder a sync made it from (absolute
+# path). NULL for documents retained without a known source (JSONL, --document).
+V9 = """
+    ALTER TABLE documents ADD COLUMN source_hash TEXT;
+    ALTER TABLE documents ADD COLUMN sync_root TEXT;
+    CREATE INDEX documents_sync_root ON documents(bank_id, sync_root)
+        WHERE sync_root IS NOT NULL;
+"""
+
+MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4, V5, _v6, V7, V8, V9]
 SCHEMA_VERSION = len(MIGRATIONS)

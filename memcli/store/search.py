@@ -1,7 +1,9 @@
 """The reads recall's arms make: keyword (FTS5 BM25), time windows, fact filters.
 
 A filter is any object with `types`, `tags` and `tags_match` (recall/filters.py's
-FactFilter); it is turned into SQL here so arms filter before they truncate.
+FactFilter); it is turned into SQL here so arms filter before they truncate. Keyword
+searches take search terms (fts.query_terms) and make the FTS5 expression here: no caller
+writes FTS5 syntax.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from typing import Any
 
 import numpy as np
 
+from memcli import fts
+from memcli.store.core import StoreCore
+from memcli.store.protocol import FactFilterLike
 from memcli.store.types import id_json, iso, marks
 
 # keyword_search ranks this many times its limit in FTS5 alone before checking bank and filter.
 KEYWORD_OVERFETCH = 2
 
 
-def filter_sql(flt: Any, alias: str = "f") -> tuple[str, list]:
+def filter_sql(flt: FactFilterLike | None, alias: str = "f") -> tuple[str, list]:
     """A condition (starting with AND, or empty) and its parameters."""
     if flt is None:
         return "", []
@@ -66,7 +71,7 @@ def filter_sql(flt: Any, alias: str = "f") -> tuple[str, list]:
     return " AND " + " AND ".join(parts), params
 
 
-def filter_active(flt: Any) -> bool:
+def filter_active(flt: FactFilterLike | None) -> bool:
     return flt is not None and bool(
         flt.types or flt.tags or getattr(flt, "valid_only", False) or getattr(flt, "as_of", None)
     )
@@ -79,19 +84,24 @@ def _id_array(text: str | None) -> np.ndarray:
     return np.fromstring(text, dtype=np.int64, sep=",")
 
 
-class SearchMixin:
-    conn: Any
+class SearchPart:
+    """store.search: the keyword arm's FTS5 queries, time windows and fact filters."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+        self.conn = core.conn
 
     def keyword_search(
         self,
         bank_id: int,
-        expression: str,
+        terms: Sequence[str],
         column_weights: Sequence[float],
-        flt: Any,
+        flt: FactFilterLike | None,
         limit: int,
     ) -> list[tuple[int, float]]:
-        """(fact id, bm25) best first for an FTS5 MATCH expression built by fts.py (never
-        raw user text); bm25 is lower-is-better.
+        """(fact id, bm25) best first for facts matching any of the search terms
+        (fts.query_terms: each becomes a quoted FTS5 string, never raw user text; none: no
+        hits); bm25 is lower-is-better. column_weights: text, context, entities, lead-in.
 
         FTS5 ranks its matches fastest on its own. Joined to facts (for the bank and the
         filter), every match's row was looked up before the sort: a question of common words
@@ -99,6 +109,9 @@ class SearchMixin:
         ranked alone). So the best KEYWORD_OVERFETCH x limit are ranked alone and then checked;
         only when too few of them pass (another bank holds most matches, a narrow filter)
         does the joined query run. Either way the result is the bank's best `limit`."""
+        expression = fts.match_expression(list(terms))
+        if expression is None:
+            return []
         weights = ", ".join(str(float(w)) for w in column_weights)
         fetch = limit * KEYWORD_OVERFETCH
         ranked = self.conn.execute(
@@ -119,10 +132,12 @@ class SearchMixin:
             (expression, bank_id, *params, limit),
         ).fetchall()
 
-    def own_words_match(self, fact_ids: Sequence[int], expression: str) -> set[int]:
-        """Of these facts, those whose own words (text, speaker, entity names) match an FTS5
-        expression built by fts.py; not the lead-in, which holds what was said before."""
-        if not fact_ids:
+    def own_words_match(self, fact_ids: Sequence[int], terms: Sequence[str]) -> set[int]:
+        """Of these facts, those whose own words (text, speaker, entity names) hold one of
+        the search terms (fts.query_terms); not the lead-in, which holds what was said
+        before."""
+        expression = fts.match_expression(list(terms))
+        if not fact_ids or expression is None:
             return set()
         rows = self.conn.execute(
             "SELECT rowid FROM fact_fts WHERE fact_fts MATCH ? AND rowid IN "
@@ -131,10 +146,10 @@ class SearchMixin:
         ).fetchall()
         return {r[0] for r in rows}
 
-    def keyword_match_count(self, expression: str) -> int:
-        """How many facts (of any bank) match an FTS5 expression: a term's rarity."""
+    def keyword_match_count(self, term: str) -> int:
+        """How many facts (of any bank) hold a search term: its rarity."""
         return self.conn.execute(
-            "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH ?", (expression,)
+            "SELECT count(*) FROM fact_fts WHERE fact_fts MATCH ?", (fts.term_expression(term),)
         ).fetchone()[0]
 
     def fact_ids_in_window(
@@ -142,7 +157,7 @@ class SearchMixin:
         bank_id: int,
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         said: tuple[datetime, datetime] | None = None,
     ) -> np.ndarray:
         """Facts whose time overlaps [start, end), as an array of ids. Spans are half-open:
@@ -240,7 +255,7 @@ class SearchMixin:
         fact_ids: Sequence[int],
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         said: tuple[datetime, datetime] | None = None,
     ) -> set[int]:
         """Which of these facts overlap [start, end) and pass the filter (the rule of
@@ -290,7 +305,7 @@ class SearchMixin:
         return datetime.fromisoformat(row[0]), datetime.fromisoformat(row[1])
 
     def first_passing(
-        self, ordered: Sequence[int], flt: Any, bank_id: int | None, n: int
+        self, ordered: Sequence[int], flt: FactFilterLike | None, bank_id: int | None, n: int
     ) -> list[int]:
         """The first n of `ordered` (best first) that pass the filter and belong to the bank,
         in order: n checked first (most pass: only closed facts and other banks' fail), then
@@ -308,7 +323,7 @@ class SearchMixin:
         return kept[:n]
 
     def filter_facts(
-        self, fact_ids: Sequence[int], flt: Any, bank_id: int | None = None
+        self, fact_ids: Sequence[int], flt: FactFilterLike | None, bank_id: int | None = None
     ) -> set[int]:
         """The subset of fact_ids that pass the filter (and belong to the bank, when given):
         for arms whose index cannot filter, like vec0 or the link graph."""

@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-FACT_TYPES = ("world", "experience", "observation")
+from memcli.enums import FactType
+from memcli.errors import MemError
+
+FACT_TYPES = FactType.values()
 LINK_KINDS = ("semantic", "temporal", "causal")
 INT64_MAX = 2**63 - 1  # the largest INTEGER SQLite stores (ids, counts, limits)
 # The largest id an import file may carry, or reach once moved past the store's own ids:
@@ -16,6 +19,10 @@ INT64_MAX = 2**63 - 1  # the largest INTEGER SQLite stores (ids, counts, limits)
 # nothing a file says can use up the ids a store gives its new facts.
 ID_LIMIT = 2**53 - 1
 
+# Rows fetched per query when streaming (list, export): memory stays bounded at any size.
+# Paged reads walk the primary key (`+bank_id` keeps SQLite from choosing a bank index and
+# sorting the whole bank for every page).
+PAGE = 500
 
 BUSY_TIMEOUT_MAX_MS = 2**31 - 1  # SQLite takes a C int
 
@@ -42,7 +49,7 @@ def _busy_timeout_ms() -> int:
 BUSY_TIMEOUT_MS = _busy_timeout_ms()
 
 
-class StoreError(Exception):
+class StoreError(MemError):
     """A problem with the database file that the user can act on (one-line message)."""
 
 
@@ -58,10 +65,15 @@ class StoreReadOnly(StoreError):
     """The file or its folder cannot be written."""
 
 
+class WriteRefused(StoreError):
+    """The store refused a row an import wrote (a constraint, a value of the wrong type, a
+    full disk): its text is the database's own (store.exchange.refused_writes)."""
+
+
 class InterruptedAfterCommit(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM, SIGHUP) that came while a transaction committed: Python raises it
     as the COMMIT returns, so the transaction is stored. What counts what was stored must
-    count this one (store/base.py atomic)."""
+    count this one (store/core.py atomic)."""
 
 
 def iso(dt: datetime | None) -> str | None:

@@ -10,9 +10,10 @@ cosine of their float vectors, read by offset from vec0's float chunks. The scan
 cached per connection until the file changes. Files from before the bits column (schema 3)
 get it in migration 4.
 
-Every bank records the embedder that made its vectors, by fingerprint (a hash of the model's
-weights, not its file name): vectors of two models in one bank would be silently meaningless,
-so a mismatch is an error that names the fix.
+Every bank records the embedder that made its vectors (banks.embedder, written and read
+here), by fingerprint (a hash of the model's weights, not its file name): vectors of two
+models in one bank would be silently meaningless, so a mismatch is an error that names the
+fix.
 """
 
 from __future__ import annotations
@@ -27,33 +28,17 @@ from typing import Any
 
 import numpy as np
 
-from memcli.store.search import _id_array, filter_active
+from memcli.store.core import StoreCore
+from memcli.store.protocol import FactFilterLike
+from memcli.store.search import SearchPart, _id_array, filter_active
 from memcli.store.types import FACT_TYPES, StoreError, batched, marks
+from memcli.store.vector_format import HALF, sign_bits, vector_table_sql
 
 # Candidates read from the bits per result wanted (measured on MiniLM over 30k real sentences):
 # see prefilter_candidates and shortlist_sizes.
 PREFILTER_FACTOR = 4
 PREFILTER_EXTRA = 64
 VEC0_MAX_K = 4096  # sqlite-vec refuses a larger k
-# Float vectors beside the bits are kept in half precision: half the bytes (a 384-dim
-# vector is 768 bytes, five rows to a 4 KB page instead of two), and a cosine moves by
-# about 1e-4, far below any difference recall ranks on.
-HALF = np.dtype("<f2")
-
-
-def vector_table_sql(name: str, dim: int) -> str:
-    """The vec0 table of fact vectors. With a dimension that is a multiple of 8: the sign
-    bits as the indexed vector (bit[dim], Hamming distance) and the float vector as an
-    auxiliary column (a plain rowid table inside vec0, so reading a few hundred of them by id
-    is a b-tree probe each), in half precision. Otherwise the float vector itself (single
-    precision), searched by exact cosine."""
-    head = (
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
-        "fact_id INTEGER PRIMARY KEY, bank_id INTEGER PARTITION KEY, fact_type TEXT, "
-    )
-    if int(dim) % 8 == 0:
-        return head + f"embedding_bits bit[{int(dim)}], +embedding BLOB)"
-    return head + f"embedding float[{int(dim)}] distance_metric=cosine)"
 
 
 def hamming_reach(dim: int, floor: float, margin: float = 4.0) -> int:
@@ -390,7 +375,7 @@ def _worth_probing(
     if decisive >= total:
         return True
     lo, hi = (start, end) if said is None else (min(start, said[0]), max(end, said[1]))
-    return store.facts_starting_in(bank_id, lo, hi, decisive) >= decisive
+    return store.search.facts_starting_in(bank_id, lo, hi, decisive) >= decisive
 
 
 def _blocked(
@@ -470,50 +455,72 @@ def _ranked_by_cosine(
     return list(zip(scan.ids[rows[order]].tolist(), cosines[order].tolist()))
 
 
-def sign_bits(vec: np.ndarray) -> bytes:
-    """The sign bits of a vector exactly as vec0's vec_quantize_binary makes them (element
-    > 0 -> 1, least significant bit first)."""
-    return np.packbits(np.asarray(vec) > 0, bitorder="little").tobytes()
+class VectorsPart:
+    """store.vectors: fact vectors (one vec0 table, partitioned by bank), the embedder each
+    bank was made with, and nearest-neighbour searches, with each bank's scan cached on this
+    connection."""
 
-
-class VectorsMixin:
-    conn: Any
-    path: Any
+    def __init__(self, core: StoreCore, search: SearchPart) -> None:
+        self.core = core
+        self.conn = core.conn
+        self.search = search
+        # Per bank: its scan of the vectors and the data_version it was read at (_bank_scan).
+        self._scans: dict[int, _CachedScan] = {}
+        # Scans another connection of this process lent this one (search_with).
+        self._adopted: dict[int, BankScan] = {}
+        self._vector_bits: bool | None = None  # whether fact_vec has the sign bits
+        self._scan_layout_ok: bool | None = None  # whether vec0 stores what BankScan reads
+        core.on_rollback(self.forget_scans)
 
     def vector_dim(self) -> int | None:
-        value = self.get_meta("embedding_dim")  # type: ignore[attr-defined]
+        value = self.core.get_meta("embedding_dim")
         return int(value) if value else None
 
     def has_vectors(self) -> bool:
         return self.vector_dim() is not None
+
+    def store_embedder(self) -> str | None:
+        """The embedder the vector table was made with, or last re-made with (`mem stats`);
+        each bank's own is bank_embedder's."""
+        return self.core.get_meta("embedder")
 
     def ensure_vectors(self, bank_id: int, name: str, fingerprint: str | None, dim: int) -> None:
         """Create the vector table on first use, and bind the bank to this embedder (or check
         that it is the one the bank was made with). Call inside atomic()."""
         have_dim = self.vector_dim()
         if have_dim is None:
-            self.conn.execute(vector_table_sql("fact_vec", dim))
-            self.set_meta("embedding_dim", str(dim))  # type: ignore[attr-defined]
-            self.set_meta("embedder", name)  # type: ignore[attr-defined]
+            self.make_table(dim)
+            self.core.set_meta("embedder", name)
         elif have_dim != dim:
             raise StoreError(
-                f"{self.path} holds {have_dim}-dimensional vectors; {name} makes {dim}: "
-                "use another --db for it"
+                f"{self.core.path} holds {have_dim}-dimensional vectors; {name} makes {dim}: "
+                "use another store for it"
             )
         self.check_embedder(bank_id, name, fingerprint, record=True)
+
+    def make_table(self, dim: int) -> None:
+        """Create the vector table, for vectors of dim (there is none). Inside atomic()."""
+        self.conn.execute(vector_table_sql("fact_vec", dim))
+        self.core.set_meta("embedding_dim", str(dim))
+        self._vector_bits = None
+
+    def drop_table(self) -> None:
+        """Drop the vector table and every vector in it. Inside atomic()."""
+        self.conn.execute("DROP TABLE fact_vec")
+        self.forget_scans()
 
     def check_embedder(
         self, bank_id: int, name: str, fingerprint: str | None, *, record: bool = False
     ) -> None:
         """Raise when the bank was embedded by another model. With record, a bank that has
         no fingerprint yet (new, or made before fingerprints) takes this one's."""
-        have_name, have_fp = self.bank_embedder(bank_id)  # type: ignore[attr-defined]
+        have_name, have_fp = self.bank_embedder(bank_id)
         if have_fp is not None:
             if fingerprint is not None and have_fp != fingerprint:
                 raise StoreError(
                     f"this bank was embedded with {have_name} ({have_fp[:12]}), not "
-                    f"{name} ({fingerprint[:12]}): use --embedder {have_name} or re-embed "
-                    "the bank with `mem reembed`"
+                    f"{name} ({fingerprint[:12]}): use {have_name} as the {{embedder}}, or "
+                    "re-embed the bank (reembed)"
                 )
             return
         if (
@@ -522,11 +529,34 @@ class VectorsMixin:
             and self.bank_has_vectors(bank_id)
         ):
             raise StoreError(
-                f"this bank was embedded with {have_name}, not {name}: use --embedder "
-                f"{have_name} or re-embed the bank with `mem reembed`"
+                f"this bank was embedded with {have_name}, not {name}: use {have_name} as the "
+                "{embedder}, or re-embed the bank (reembed)"
             )
         if record:
-            self.set_bank_embedder(bank_id, name, fingerprint)  # type: ignore[attr-defined]
+            self.set_bank_embedder(bank_id, name, fingerprint)
+
+    def bank_embedder(self, bank_id: int) -> tuple[str | None, str | None]:
+        """(embedder name, fingerprint) recorded for the bank, (None, None) before its first
+        vector."""
+        row = self.conn.execute(
+            "SELECT embedder, embedder_fingerprint FROM banks WHERE id = ?", (bank_id,)
+        ).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def set_bank_embedder(self, bank_id: int, name: str, fingerprint: str | None) -> None:
+        self.conn.execute(
+            "UPDATE banks SET embedder = ?, embedder_fingerprint = ? WHERE id = ?",
+            (name, fingerprint, bank_id),
+        )
+
+    def has_vector(self, fact_id: int) -> bool:
+        """Whether the fact has a vector."""
+        if self.core.get_meta("embedding_dim") is None:
+            return False
+        return (
+            self.conn.execute("SELECT 1 FROM fact_vec WHERE fact_id = ?", (fact_id,)).fetchone()
+            is not None
+        )
 
     def bank_has_vectors(self, bank_id: int) -> bool:
         if not self.has_vectors():
@@ -546,7 +576,7 @@ class VectorsMixin:
 
     def has_vector_bits(self) -> bool:
         """True when fact_vec carries the sign-bit column (the prefilter)."""
-        cached = getattr(self, "_vector_bits", None)
+        cached = self._vector_bits
         if cached is None:
             sql = self.conn.execute(
                 "SELECT sql FROM sqlite_master WHERE name = 'fact_vec'"
@@ -565,7 +595,7 @@ class VectorsMixin:
                 "VALUES(?, ?, ?, vec_bit(?), ?)",
                 (fact_id, bank_id, fact_type, bits, vec.astype(HALF).tobytes()),
             )
-            cached = self.__dict__.get("_scans", {}).get(bank_id)
+            cached = self._scans.get(bank_id)
             if cached is not None:
                 cached.written.append((fact_id, fact_type, bits))
             return
@@ -618,10 +648,6 @@ class VectorsMixin:
                 out[fid] = self._decode(blob)
         return out
 
-    def _after_rollback(self) -> None:
-        self.forget_scans()
-        super()._after_rollback()  # type: ignore[misc]
-
     def prepare_vector_search(self, bank_id: int) -> BankScan | None:
         """Read the bank's scan now (searches read it on first use anyway): a recall does
         it while its model loads. Returns it, for search_with on another connection."""
@@ -633,16 +659,15 @@ class VectorsMixin:
         bank's bits again costs ~25 ms at 100k facts); None hands it back. Floats are read
         on this connection. The scan is the lender's state of the file: the recall checks
         that no commit came between (pipeline.recall)."""
-        adopted = self.__dict__.setdefault("_adopted_scans", {})
         if scan is None:
-            adopted.pop(bank_id, None)
+            self._adopted.pop(bank_id, None)
         else:
-            adopted[bank_id] = scan
+            self._adopted[bank_id] = scan
 
     def forget_scans(self) -> None:
         """Drop the cached bank scans: this connection deleted or moved vectors, dropped the
         table, or rolled back writes the scans were told about."""
-        self.__dict__.pop("_scans", None)
+        self._scans = {}
 
     def _bank_scan(self, bank_id: int) -> BankScan | None:
         """The bank's vectors read from vec0's chunks, cached until another connection
@@ -650,12 +675,12 @@ class VectorsMixin:
         the cached scan of its new rows (added on the next read), and deletes, moves and
         rollbacks drop it (forget_scans), so a scan never misses or keeps a row.
         None when the table has no bits or is not laid out as BankScan reads it."""
-        adopted = self.__dict__.get("_adopted_scans")
+        adopted = self._adopted
         if adopted and bank_id in adopted:
             return adopted[bank_id]
         if not self.has_vector_bits():
             return None
-        if getattr(self, "_scan_layout_ok", None) is None:
+        if self._scan_layout_ok is None:
             row = self.conn.execute(
                 "SELECT value FROM fact_vec_info WHERE key = 'CREATE_VERSION'"
             ).fetchone()
@@ -663,7 +688,7 @@ class VectorsMixin:
         if not self._scan_layout_ok:
             return None
         version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        cache = self.__dict__.setdefault("_scans", {})
+        cache = self._scans
         hit = cache.get(bank_id)
         if hit is not None and hit.data_version == version:
             hit.scan.extend(hit.written)
@@ -764,7 +789,7 @@ class VectorsMixin:
         vec: np.ndarray,
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         k: int,
         said: tuple[datetime, datetime] | None,
     ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
@@ -775,7 +800,7 @@ class VectorsMixin:
         fewer than needed of those pass (a filter the window's facts mostly fail), the
         window is listed with the filter, as before. Either way the picks are those of
         filtering first: the first of the passing rows in (distance, row) order."""
-        ids = self.fact_ids_in_window(bank_id, start, end, None, said)  # type: ignore[attr-defined]
+        ids = self.search.fact_ids_in_window(bank_id, start, end, None, said)
         scan = self._bank_scan(bank_id)
         want = prefilter_candidates(k)
         if scan is not None and len(ids) and filter_active(flt):
@@ -787,13 +812,13 @@ class VectorsMixin:
                 distances,
                 pool,
                 2 * want,
-                lambda ids: self.filter_facts(ids, flt, bank_id),  # type: ignore[attr-defined]
+                lambda ids: self.search.filter_facts(ids, flt, bank_id),
             )
             if len(keep) >= want or 2 * want >= len(pool):
                 picked = np.sort(keep[:want])
                 return _ranked_by_cosine(scan, picked, query, k, self.conn), {"listed": len(ids)}
         if filter_active(flt):
-            ids = self.fact_ids_in_window(bank_id, start, end, flt, said)  # type: ignore[attr-defined]
+            ids = self.search.fact_ids_in_window(bank_id, start, end, flt, said)
         return self.nearest_among(bank_id, vec, ids, k), {"listed": len(ids)}
 
     def nearest_in_window(
@@ -802,7 +827,7 @@ class VectorsMixin:
         vec: np.ndarray,
         start: datetime,
         end: datetime,
-        flt: Any,
+        flt: FactFilterLike | None,
         k: int,
         *,
         probe: bool = True,
@@ -839,7 +864,7 @@ class VectorsMixin:
                     distances,
                     None,
                     reach,
-                    lambda ids: self.in_window_among(ids, start, end, flt, said),  # type: ignore[attr-defined]
+                    lambda ids: self.search.in_window_among(ids, start, end, flt, said),
                 )
                 figures = {"probed": reach, "in_window": len(hits)}
                 if len(hits) >= want or reach >= total:

@@ -1,4 +1,4 @@
-"""Dates in Chinese, Japanese and Korean text: what timeparse.py's English scanner cannot read.
+"""Dates in Chinese, Japanese and Korean text: what the English scanner (parse.py) cannot read.
 
 Called by timeparse when its own scan finds nothing and the text has CJK letters. The same
 conventions: half-open spans, weeks start on Monday, our own calendar arithmetic (dateparser
@@ -21,14 +21,14 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from memcli.timeparse import (
+from memcli.timeparse.spans import (
     TimeSpan,
-    _day,
-    _days,
-    _month,
-    _shift_months,
-    _week_start,
-    _year,
+    day_span,
+    days_span,
+    month_span,
+    shift_months,
+    week_start,
+    year_span,
 )
 
 _ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7}
@@ -154,12 +154,12 @@ def _span(kind: str, m: re.Match[str], anchor: datetime) -> TimeSpan | None:
     today = anchor.date()
     if kind == "ymd":
         d = _safe_date(int(m[1]), int(m[2]), int(m[3]))
-        return _day(d) if d else None
+        return day_span(d) if d else None
     if kind == "ym":
         month = int(m[2])
-        return _month(int(m[1]), month) if 1 <= month <= 12 else None
+        return month_span(int(m[1]), month) if 1 <= month <= 12 else None
     if kind == "y":
-        return _year(int(m[1]))
+        return year_span(int(m[1]))
     if kind == "md":
         month, day = int(m[1]), int(m[2])
         options = [
@@ -169,39 +169,39 @@ def _span(kind: str, m: re.Match[str], anchor: datetime) -> TimeSpan | None:
         ]
         if not options:
             return None
-        return _day(min(options, key=lambda d: abs((d - today).days)))
+        return day_span(min(options, key=lambda d: abs((d - today).days)))
     if kind in ("week", "week_day"):
         offset = _offset(_WEEK_WORDS, m[1] if kind == "week_day" else m[0])
-        monday = _week_start(today) + timedelta(weeks=offset)
+        monday = week_start(today) + timedelta(weeks=offset)
         if kind == "week":
-            return _days(monday, monday + timedelta(days=7))
+            return days_span(monday, monday + timedelta(days=7))
         index = _weekday_index((m[2], m[3], m[4], m[5]))
-        return None if index is None else _day(monday + timedelta(days=index))
+        return None if index is None else day_span(monday + timedelta(days=index))
     if kind == "last_weekday":
         index = _WEEKDAY_KO[m[1]]
         back = (today.weekday() - index) % 7 or 7
-        return _day(today - timedelta(days=back))
+        return day_span(today - timedelta(days=back))
     if kind == "day":
-        return _day(today + timedelta(days=_offset(_DAY_WORDS, m[0])))
+        return day_span(today + timedelta(days=_offset(_DAY_WORDS, m[0])))
     if kind == "month":
-        first = _shift_months(today.replace(day=1), _offset(_MONTH_WORDS, m[0]))
-        return _month(first.year, first.month)
+        first = shift_months(today.replace(day=1), _offset(_MONTH_WORDS, m[0]))
+        return month_span(first.year, first.month)
     if kind == "year":
-        return _year(today.year + _offset(_YEAR_WORDS, m[0]))
+        return year_span(today.year + _offset(_YEAR_WORDS, m[0]))
     if kind == "ago":
         count = _number(m[1] or m[3])
         unit = m[2] or m[4]
         if count <= 0:
             return None
         if unit in ("天", "日", "일"):
-            return _day(today - timedelta(days=count))
+            return day_span(today - timedelta(days=count))
         if unit in ("年", "년"):
-            return _year(today.year - count)
+            return year_span(today.year - count)
         if "月" in unit or unit in ("개월", "달"):
-            first = _shift_months(today.replace(day=1), -count)
-            return _month(first.year, first.month)
-        monday = _week_start(today) - timedelta(weeks=count)  # weeks
-        return _days(monday, monday + timedelta(days=7))
+            first = shift_months(today.replace(day=1), -count)
+            return month_span(first.year, first.month)
+        monday = week_start(today) - timedelta(weeks=count)  # weeks
+        return days_span(monday, monday + timedelta(days=7))
     return None
 
 

@@ -1,122 +1,31 @@
-"""Dates and periods: reading user timestamps, dating facts, and finding a query's time window.
-
-Three jobs, one vocabulary:
-
-* :func:`parse_when` reads a single instant the user (``--at``, ``--now``) or an input file
-  (JSONL ``timestamp``) gives us: ISO 8601 and epoch seconds (UTC), and natural language
-  through dateparser (the user's local time, converted to UTC). Benchmark session formats are
-  read by their loaders in memcli/bench/.
-* :func:`extract_fact_time` finds the period a fact talks about ("last spring", "in 2015",
-  "3 days ago") and resolves it against when the fact was said.
-* :func:`parse_query_window` finds the period a search query asks about ("what did I do last
-  week?"), resolved against ``now``.
-
-Fact dating runs on every retained fact, so it is built for speed and for not inventing dates:
-one precompiled regex finds candidate spans, each candidate is checked against its context, and
-the resolution is our own calendar arithmetic (no dateparser on free text). A bare number is a
-year only after a word like "in" / "since" or next to a month or season, and only in 1900..2100
-("port 9077", "I have 2015 stamps" are not dates); "may", "march", "sun", "we" are never dates
-without a date context.
-
-Conventions (shared with the rest of ``mem``):
-
-* All datetimes are naive and mean UTC; aware inputs are converted to UTC, then made naive.
-* A :class:`TimeSpan` is half-open: ``start <= t < end``. The day 2023-05-07 is
-  ``2023-05-07T00:00 .. 2023-05-08T00:00``; "in 2015" is ``2015-01-01 .. 2016-01-01``.
-* Weeks start on Monday (ISO 8601). A weekend is Saturday 00:00 .. Monday 00:00.
-* Seasons are northern-hemisphere meteorological seasons: spring = March..May, summer =
-  June..August, autumn/fall = September..November, winter Y = December Y .. end of February Y+1.
-"""
+"""The English scanner of dates and periods, and parse_when (see the package docstring)."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-__all__ = [
-    "OPEN_START",
-    "TimeSpan",
-    "extract_fact_time",
-    "parse_query_window",
-    "parse_when",
-    "to_utc_naive",
-]
+from memcli.timeparse.spans import (
+    TimeSpan,
+    add_months,
+    day_span,
+    days_span,
+    midnight,
+    month_span,
+    shift_months,
+    to_utc_naive,
+    week_start,
+    year_span,
+)
 
 #: Start used for open-ended query windows such as "before 2020" (there is no earlier memory).
 OPEN_START = datetime(1900, 1, 1)
 MIN_YEAR = 1900
 MAX_YEAR = 2100
-
-
-# --------------------------------------------------------------------------------------------
-# TimeSpan
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TimeSpan:
-    """A period of time, half-open: ``start <= t < end`` (naive UTC).
-
-    Half-open so that consecutive periods tile without overlap or gaps: the day 2023-05-07 is
-    ``[2023-05-07T00:00, 2023-05-08T00:00)`` and May 2023 ends where June 2023 starts.
-
-    ``open_ended``: a query window that one side of runs to now or to :data:`OPEN_START`
-    ("since May", "before 2020"): it asks for all of its time alike, it has no centre.
-    """
-
-    start: datetime
-    end: datetime
-    open_ended: bool = field(default=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.end < self.start:
-            raise ValueError(f"TimeSpan ends before it starts: {self.start} > {self.end}")
-
-    @property
-    def center(self) -> datetime:
-        """The midpoint, used for temporal proximity scoring."""
-        return self.start + (self.end - self.start) / 2
-
-    @property
-    def days(self) -> float:
-        """Length in days (1.0 for a calendar day, 7.0 for a week)."""
-        return (self.end - self.start).total_seconds() / 86400.0
-
-    def contains(self, when: datetime) -> bool:
-        """True when ``when`` falls inside the half-open span."""
-        return self.start <= when < self.end
-
-    def overlaps(self, other: TimeSpan) -> bool:
-        """True when the two half-open spans share at least an instant."""
-        return self.start < other.end and other.start < self.end
-
-    def to_json(self) -> dict[str, Any]:
-        """ISO strings for traces and JSON output (naive: a fact's period and a query's
-        window are spans of the speaker's calendar, an instant is UTC)."""
-        out: dict[str, Any] = {"start": self.start.isoformat(), "end": self.end.isoformat()}
-        if self.open_ended:
-            out["open_ended"] = True
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TimeSpan:
-        """Inverse of :meth:`to_json`."""
-        return cls(
-            to_utc_naive(datetime.fromisoformat(str(data["start"]))),
-            to_utc_naive(datetime.fromisoformat(str(data["end"]))),
-            open_ended=data.get("open_ended") is True,
-        )
-
-
-def to_utc_naive(when: datetime) -> datetime:
-    """Return ``when`` as naive UTC: aware values are converted, naive ones taken as UTC."""
-    if when.tzinfo is not None and when.utcoffset() is not None:
-        return when.astimezone(timezone.utc).replace(tzinfo=None)
-    return when.replace(tzinfo=None)
 
 
 def _utcnow() -> datetime:
@@ -125,57 +34,13 @@ def _utcnow() -> datetime:
     return utcnow()
 
 
-# --------------------------------------------------------------------------------------------
-# Calendar helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _dt(d: date) -> datetime:
-    return datetime(d.year, d.month, d.day)
-
-
-def _days(first: date, stop: date) -> TimeSpan:
-    """Whole days ``first`` .. ``stop`` (exclusive)."""
-    return TimeSpan(_dt(first), _dt(stop))
-
-
-def _day(d: date) -> TimeSpan:
-    return _days(d, d + timedelta(days=1))
-
-
-def _add_months(year: int, month: int, k: int) -> tuple[int, int]:
-    n = year * 12 + (month - 1) + k
-    return n // 12, n % 12 + 1
-
-
-def _shift_months(d: date, k: int) -> date:
-    """``d`` moved by ``k`` calendar months, the day clamped to the month's length."""
-    y, m = _add_months(d.year, d.month, k)
-    nxt_y, nxt_m = _add_months(y, m, 1)
-    last = (date(nxt_y, nxt_m, 1) - timedelta(days=1)).day
-    return date(y, m, min(d.day, last))
-
-
-def _month(year: int, month: int) -> TimeSpan:
-    y2, m2 = _add_months(year, month, 1)
-    return TimeSpan(datetime(year, month, 1), datetime(y2, m2, 1))
-
-
-def _year(year: int) -> TimeSpan:
-    return TimeSpan(datetime(year, 1, 1), datetime(year + 1, 1, 1))
-
-
-def _week_start(d: date) -> date:
-    return d - timedelta(days=d.weekday())
-
-
 _SEASON_MONTH = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 
 
 def _season(name: str, year: int) -> TimeSpan:
     """Season ``name`` labelled by the year it starts in (winter 2022 = Dec 2022..Feb 2023)."""
     first = _SEASON_MONTH[name]
-    y2, m2 = _add_months(year, first, 3)
+    y2, m2 = add_months(year, first, 3)
     return TimeSpan(datetime(year, first, 1), datetime(y2, m2, 1))
 
 
@@ -207,12 +72,12 @@ def _thirds(span: TimeSpan, which: str) -> TimeSpan:
     third = max(1, months // 3)
     y, m = span.start.year, span.start.month
     if which == "early":
-        return TimeSpan(span.start, datetime(*_add_months(y, m, third), 1))
+        return TimeSpan(span.start, datetime(*add_months(y, m, third), 1))
     if which == "mid":
         return TimeSpan(
-            datetime(*_add_months(y, m, third), 1), datetime(*_add_months(y, m, months - third), 1)
+            datetime(*add_months(y, m, third), 1), datetime(*add_months(y, m, months - third), 1)
         )
-    return TimeSpan(datetime(*_add_months(y, m, months - third), 1), span.end)
+    return TimeSpan(datetime(*add_months(y, m, months - third), 1), span.end)
 
 
 _PART_OF_DAY = {"morning": (5, 12), "afternoon": (12, 18), "evening": (18, 24), "night": (18, 24)}
@@ -220,7 +85,7 @@ _PART_OF_DAY = {"morning": (5, 12), "afternoon": (12, 18), "evening": (18, 24), 
 
 def _part_of_day(d: date, part: str) -> TimeSpan:
     lo, hi = _PART_OF_DAY[part]
-    base = _dt(d)
+    base = midnight(d)
     return TimeSpan(base + timedelta(hours=lo), base + timedelta(hours=hi))
 
 
@@ -608,7 +473,7 @@ class _Scan:
         part = _norm(m.group("rel_part"))
         t = self.today
         if word == "the other day":
-            return _Hit(_days(t - timedelta(days=7), t), confident=False)
+            return _Hit(days_span(t - timedelta(days=7), t), confident=False)
         if word == "last night":
             return _Hit(_part_of_day(t - timedelta(days=1), "night"))
         if word.startswith("this "):
@@ -621,7 +486,7 @@ class _Scan:
             "the day after tomorrow": 2, "day after tomorrow": 2,
         }[word]  # fmt: skip
         d = t + timedelta(days=offset)
-        return _Hit(_part_of_day(d, part) if part else _day(d))
+        return _Hit(_part_of_day(d, part) if part else day_span(d))
 
     def wdb(self, m: re.Match[str]) -> _Hit | None:
         """ "the Sunday before 25 May 2023", "the week of May 7", "the day after May 7"."""
@@ -643,19 +508,19 @@ class _Scan:
             elif direction == "after":
                 d = d + timedelta(days=(target - d.weekday()) % 7 or 7)
             else:
-                d = _week_start(d) + timedelta(days=target)
-            return _Hit(_day(d))
+                d = week_start(d) + timedelta(days=target)
+            return _Hit(day_span(d))
         if unit == "day":
             if direction == "of":
-                return _Hit(_day(d))
-            return _Hit(_day(d + timedelta(days=-1 if direction == "before" else 1)))
+                return _Hit(day_span(d))
+            return _Hit(day_span(d + timedelta(days=-1 if direction == "before" else 1)))
         if unit == "week":
             if direction == "of":
-                ws = _week_start(d)
-                return _Hit(_days(ws, ws + timedelta(days=7)))
+                ws = week_start(d)
+                return _Hit(days_span(ws, ws + timedelta(days=7)))
             if direction == "before":
-                return _Hit(_days(d - timedelta(days=7), d))
-            return _Hit(_days(d + timedelta(days=1), d + timedelta(days=8)))
+                return _Hit(days_span(d - timedelta(days=7), d))
+            return _Hit(days_span(d + timedelta(days=1), d + timedelta(days=8)))
         # weekend: the Saturday..Monday before / after / around the day
         if direction == "before":  # the latest weekend over by the day
             sat = d - timedelta(days=(d.weekday() - 5) % 7)
@@ -664,8 +529,8 @@ class _Scan:
         elif direction == "after":
             sat = d + timedelta(days=(5 - d.weekday()) % 7 or 7)
         else:
-            sat = _week_start(d) + timedelta(days=5)
-        return _Hit(_days(sat, sat + timedelta(days=2)))
+            sat = week_start(d) + timedelta(days=5)
+        return _Hit(days_span(sat, sat + timedelta(days=2)))
 
     def bef(self, m: re.Match[str]) -> _Hit | None:
         unit = m.group("bef_u").lower()
@@ -689,7 +554,7 @@ class _Scan:
                 return hit
             return self._open(hit.span, pre)
         year = int(y) if y else self._month_year(month, pre)
-        span = _month(year, month)
+        span = month_span(year, month)
         if mod:
             span = _thirds(span, _mod_word(mod))
         return self._open(span, pre)
@@ -755,7 +620,7 @@ class _Scan:
         mod = _norm(m.group("yr_mod"))
         if not pre and not mod:
             return None  # "I have 2015 stamps", "room 2019": a number, not a year
-        span = _year(int(m.group("yr_y")))
+        span = year_span(int(m.group("yr_y")))
         if mod:
             span = _thirds(span, _mod_word(mod))
         return self._open(span, pre)
@@ -769,28 +634,28 @@ class _Scan:
         lo, hi = count
         confident = lo == hi
         if unit == "weekend":
-            ws = _week_start(self.today)
+            ws = week_start(self.today)
             if sign < 0:  # 1 weekend ago = last weekend (Sat..Mon before this week)
                 first = ws - timedelta(days=2 + 7 * (hi - 1))
                 last = ws - timedelta(days=2 + 7 * (lo - 1))
             else:
                 first = ws + timedelta(days=5 + 7 * lo)
                 last = ws + timedelta(days=5 + 7 * hi)
-            return _Hit(_days(first, last + timedelta(days=2)), confident)
+            return _Hit(days_span(first, last + timedelta(days=2)), confident)
         if unit == "decade":
             unit, lo, hi = "year", lo * 10, hi * 10
         if lo != hi:
             near, far = self._shift(unit, sign * lo), self._shift(unit, sign * hi)
             first, last = min(near, far), max(near, far)
-            return _Hit(_days(first, last + timedelta(days=1)), confident=False)
+            return _Hit(days_span(first, last + timedelta(days=1)), confident=False)
         centre = self._shift(unit, sign * lo)
         if not MIN_YEAR <= centre.year <= MAX_YEAR:
             return None
         if unit == "day":
-            return _Hit(_day(centre))
+            return _Hit(day_span(centre))
         # "2 weeks ago" is the week around that day, "3 months ago" the month around it, ...
         half = {"week": 3, "month": 15, "year": 182}[unit]
-        return _Hit(_days(centre - timedelta(days=half), centre + timedelta(days=half + 1)))
+        return _Hit(days_span(centre - timedelta(days=half), centre + timedelta(days=half + 1)))
 
     def ur(self, m: re.Match[str]) -> _Hit | None:
         pre = _norm(m.group("ur_pre"))
@@ -809,17 +674,19 @@ class _Scan:
         if pre in ("earlier this", "later this"):
             cal = self._calendar_unit(unit, 0)
             if pre == "earlier this":
-                stop = max(_dt(t), cal.start + timedelta(days=1))
+                stop = max(midnight(t), cal.start + timedelta(days=1))
                 return _Hit(TimeSpan(cal.start, min(stop, cal.end)))
-            start = min(_dt(t + timedelta(days=1)), cal.end - timedelta(days=1))
+            start = min(midnight(t + timedelta(days=1)), cal.end - timedelta(days=1))
             return _Hit(TimeSpan(max(start, cal.start), cal.end))
         forward = any(w in pre for w in ("next", "coming", "following"))
         if rolling and pre not in ("this past", "this coming"):
             lo, hi = count or (1, 1)
             if forward:
                 begin = t + timedelta(days=1)
-                return _Hit(_days(begin, self._shift(unit, hi, begin)), confident=lo == hi)
-            return _Hit(_days(self._shift(unit, -hi), t + timedelta(days=1)), confident=lo == hi)
+                return _Hit(days_span(begin, self._shift(unit, hi, begin)), confident=lo == hi)
+            return _Hit(
+                days_span(self._shift(unit, -hi), t + timedelta(days=1)), confident=lo == hi
+            )
         if pre in ("last", "previous", "this past"):
             return _Hit(self._calendar_unit(unit, -1))
         if pre in ("next", "coming", "this coming"):
@@ -840,25 +707,25 @@ class _Scan:
         elif pre in ("next", "coming", "this coming"):
             d = t + timedelta(days=ahead)
         elif pre == "this":
-            d = _week_start(t) + timedelta(days=target)
+            d = week_start(t) + timedelta(days=target)
         elif self.future:
             d = t + timedelta(days=ahead)
         else:
             d = t - timedelta(days=back)
-        span = _part_of_day(d, part) if part else _day(d)
+        span = _part_of_day(d, part) if part else day_span(d)
         return self._open(span, pre)
 
     def wk(self, m: re.Match[str]) -> _Hit | None:
         t = self.today
-        ws = _week_start(t)
+        ws = week_start(t)
         pre = _norm(m.group("wk_pre"))
         if pre in ("this past", "the past"):
-            return _Hit(_days(ws - timedelta(days=2), ws))
+            return _Hit(days_span(ws - timedelta(days=2), ws))
         if t.weekday() >= 5:  # during a weekend, "the weekend" is this one
-            return _Hit(_days(ws + timedelta(days=5), ws + timedelta(days=7)))
+            return _Hit(days_span(ws + timedelta(days=5), ws + timedelta(days=7)))
         if self.future or pre == "for":  # "any plans for the weekend?" looks ahead
-            return _Hit(_days(ws + timedelta(days=5), ws + timedelta(days=7)))
-        return _Hit(_days(ws - timedelta(days=2), ws), confident=False)
+            return _Hit(days_span(ws + timedelta(days=5), ws + timedelta(days=7)))
+        return _Hit(days_span(ws - timedelta(days=2), ws), confident=False)
 
     # -- shared unit arithmetic ------------------------------------------------------------------
 
@@ -869,23 +736,23 @@ class _Scan:
         if unit in ("week", "weekend"):
             return d + timedelta(days=7 * k)
         if unit == "month":
-            return _shift_months(d, k)
-        return _shift_months(d, 12 * k)
+            return shift_months(d, k)
+        return shift_months(d, 12 * k)
 
     def _calendar_unit(self, unit: str, k: int) -> TimeSpan:
         """The calendar day / week / weekend / month / year ``k`` units from the current one."""
         t = self.today
         if unit == "day":
-            return _day(t + timedelta(days=k))
+            return day_span(t + timedelta(days=k))
         if unit == "week":
-            ws = _week_start(t) + timedelta(days=7 * k)
-            return _days(ws, ws + timedelta(days=7))
+            ws = week_start(t) + timedelta(days=7 * k)
+            return days_span(ws, ws + timedelta(days=7))
         if unit == "weekend":
-            sat = _week_start(t) + timedelta(days=5 + 7 * k)
-            return _days(sat, sat + timedelta(days=2))
+            sat = week_start(t) + timedelta(days=5 + 7 * k)
+            return days_span(sat, sat + timedelta(days=2))
         if unit == "month":
-            return _month(*_add_months(t.year, t.month, k))
-        return _year(t.year + k)
+            return month_span(*add_months(t.year, t.month, k))
+        return year_span(t.year + k)
 
 
 def _mod_word(mod: str) -> str:
@@ -910,7 +777,7 @@ def _date_hit(year: int, month: int, day: int) -> _Hit | None:
     if not MIN_YEAR <= year <= MAX_YEAR:
         return None
     try:
-        return _Hit(_day(date(year, month, day)))
+        return _Hit(day_span(date(year, month, day)))
     except ValueError:
         return None
 
@@ -933,10 +800,10 @@ def _range_item(m: re.Match[str]) -> tuple[int | None, int | None, int | None] |
 
 def _item_span(year: int, month: int | None, day: int | None) -> TimeSpan:
     if month is None:
-        return _year(year)
+        return year_span(year)
     if day is None:
-        return _month(year, month)
-    return _day(date(year, month, day))
+        return month_span(year, month)
+    return day_span(date(year, month, day))
 
 
 _HABITUAL = {"every", "each", "other"}  # "every other Saturday"
@@ -1076,7 +943,7 @@ def query_window_phrase(query: str, now: datetime) -> tuple[TimeSpan, tuple[int,
         return found
     if not _CJK_LETTER.search(query):
         return None
-    from memcli.timeparse_cjk import scan_cjk_phrase
+    from memcli.timeparse.cjk import scan_cjk_phrase
 
     return scan_cjk_phrase(query, anchor)
 
@@ -1086,12 +953,12 @@ _CJK_LETTER = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\
 
 
 def _scan_cjk(text: str, anchor: datetime) -> TimeSpan | None:
-    """Chinese, Japanese and Korean date words (memcli/timeparse_cjk.py), when the English
+    """Chinese, Japanese and Korean date words (memcli/timeparse/cjk.py), when the English
     scan found nothing. Text with no CJK letter has none, and most text is that: it skips
     the module (its import compiles ~50 ms of patterns) and the scan."""
     if not _CJK_LETTER.search(text):
         return None
-    from memcli.timeparse_cjk import scan_cjk
+    from memcli.timeparse.cjk import scan_cjk
 
     return scan_cjk(text, anchor)
 
@@ -1283,7 +1150,7 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     # words, it dropped them ("2024-06-01T12:00:00+05:00 garbage" was that day's midnight).
     found = _scan_phrase(text, base, query=False)
     if found is None and _CJK_LETTER.search(text):
-        from memcli.timeparse_cjk import scan_cjk_phrase
+        from memcli.timeparse.cjk import scan_cjk_phrase
 
         found = scan_cjk_phrase(text, base)
     if found is not None:
