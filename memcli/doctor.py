@@ -325,7 +325,7 @@ def run(
 ) -> list[Check]:
     """Every check, in order. A missing store skips the store checks (not a failure: a new
     installation has none yet); one that cannot be opened fails."""
-    from memcli.store import SCHEMA_VERSION, Store, StoreError
+    from memcli.store import SCHEMA_VERSION, Store, StoreError, StoreFull
     from memcli.store.base import inspect_file
 
     checks: list[Check] = []
@@ -339,7 +339,19 @@ def run(
             # Writable only when opening changes nothing (no migration due): the FTS5 check
             # needs a writable connection.
             current = inspect_file(db) == SCHEMA_VERSION and os.access(db, os.W_OK)
-            store = Store(db, create=False, readonly=not current)
+            try:
+                store = Store(db, create=False, readonly=not current)
+            except StoreFull:
+                # Only writing needs room: the store is still read (and checked) as it is.
+                checks.append(
+                    Check(
+                        "free space",
+                        FAIL,
+                        f"the disk holding {db} is full: every write fails until there is "
+                        "room (the checks below read the store as it is)",
+                    )
+                )
+                store = Store(db, create=False, readonly=True)
         except StoreError as exc:
             checks.append(Check("store", FAIL, str(exc)))
     try:

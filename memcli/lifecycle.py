@@ -27,7 +27,7 @@ from typing import Any
 
 from memcli.display import has_visible_text
 from memcli.errors import MemError
-from memcli.store import Fact, iso
+from memcli.store import Fact, InterruptedAfterCommit, iso
 from memcli.store.protocol import StoreProtocol
 
 # Facts embedded (and committed) per re-embedding batch: small enough that Ctrl-C loses
@@ -604,29 +604,36 @@ def reembed(
             blobs = [
                 (r[0], np.asarray(v, dtype=np.float32).tobytes()) for r, v in zip(rows, vectors)
             ]
-            with store.atomic():
-                _still_ours(store, bank_id, wanted)
-                store.reembed.stage_vectors(bank_id, blobs)
+            try:
+                with store.atomic():
+                    _still_ours(store, bank_id, wanted)
+                    store.reembed.stage_vectors(bank_id, blobs)
+            except InterruptedAfterCommit:
+                embedded += len(rows)  # staged: "so far" counts it
+                raise
             embedded += len(rows)
             last = rows[-1][0]
             if progress:
                 progress(len(rows))
-        with store.atomic():
-            _still_ours(store, bank_id, wanted)
-            # Facts retained since the batches above (another process) are embedded here,
-            # inside the swap's transaction, so no fact is left without a vector.
-            late = store.reembed.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
-            if late:
-                vectors = embedder.embed([embedding_text(*r[1:]) for r in late])
-                store.reembed.stage_vectors(
-                    bank_id,
-                    [
-                        (r[0], np.asarray(v, dtype=np.float32).tobytes())
-                        for r, v in zip(late, vectors)
-                    ],
-                )
-                embedded += len(late)
-            store.reembed.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
+        try:
+            with store.atomic():
+                _still_ours(store, bank_id, wanted)
+                # Facts retained since the batches above (another process) are embedded
+                # here, inside the swap's transaction, so no fact is left without a vector.
+                late = store.reembed.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
+                if late:
+                    vectors = embedder.embed([embedding_text(*r[1:]) for r in late])
+                    store.reembed.stage_vectors(
+                        bank_id,
+                        [
+                            (r[0], np.asarray(v, dtype=np.float32).tobytes())
+                            for r, v in zip(late, vectors)
+                        ],
+                    )
+                    embedded += len(late)
+                store.reembed.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
+        except InterruptedAfterCommit:
+            pass  # swapped in: done, nothing was left to stop (it said "old vectors")
     except KeyboardInterrupt:
         report.interrupted = True
     report.embedded = embedded

@@ -141,6 +141,7 @@ class Memory:
         self._forget_key = secrets.token_bytes(16)
         self._store: Any = None
         self._identity: tuple[int, int, int] | None = None
+        self._store_calls = 0  # calls inside store() now (they may nest)
         self._embedders: dict[str, Any] = {}
         self._reranker: Any = None
         self._reranker_loaded = False
@@ -199,7 +200,9 @@ class Memory:
         a read through a mistyped path must not leave an empty store behind. readonly: a file
         it cannot write is opened read-only (a connection already open for writing serves
         too). `cancelled`: asked once the connection is this call's, before any write: a
-        call whose caller gave up meanwhile (it waited for another write) stops there."""
+        call whose caller gave up meanwhile (it waited for another write) stops there. A
+        store a read holds alone (on a full disk) is closed when the call is done, never
+        kept: it would lock every other process out."""
         from memcli.paths import file_identity
         from memcli.store.location import open_store
 
@@ -215,8 +218,15 @@ class Memory:
             if self._store is None:
                 self._store = open_store(self.db, create=create and not readonly, readonly=readonly)
                 self._identity = identity()
-            stop_if(cancelled)
-            yield self._store
+            self._store_calls += 1
+            try:
+                stop_if(cancelled)
+                yield self._store
+            finally:
+                self._store_calls -= 1
+                if not self._store_calls and self._store is not None and self._store.holds_alone():
+                    self._store.close()
+                    self._store = None
 
     @contextmanager
     def reading(self) -> Iterator[Any]:

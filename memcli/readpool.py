@@ -100,7 +100,14 @@ class ReadPool:
             store.abandon()
             return
         with self._lock:
-            if kept and store._mem_generation == self._generation and not store.in_transaction():
+            # A reader that holds the store alone (it read on a full disk) is never kept: it
+            # would lock every other process out while it waits idle.
+            if (
+                kept
+                and store._mem_generation == self._generation
+                and not store.in_transaction()
+                and not store.holds_alone()
+            ):
                 self._idle.append(store)
                 return
         store.close()

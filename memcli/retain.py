@@ -38,7 +38,7 @@ from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
 from memcli.split import SplitFact, split_text, starts_with_cause
-from memcli.store import FACT_TYPES, StoreError, content_hash, iso
+from memcli.store import FACT_TYPES, InterruptedAfterCommit, StoreError, content_hash, iso
 from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
 
@@ -464,6 +464,7 @@ class Retainer:
         self._embed(pending)
         self._stop_if_asked()
         known_bank = self._bank_id
+        counts: dict[str, int] = {}
         try:
             with self.store.atomic():
                 self._drop_stale_ids()
@@ -476,13 +477,19 @@ class Retainer:
                         self.embedder.dim,
                     )
                 counts = self._write(bank_id, items, pending)
+        except InterruptedAfterCommit:
+            self._count_batch(items, counts)  # stored: the interrupted summary says so
+            raise
         except BaseException:
             # Entities of a rolled-back batch do not exist: forget them (and the bank, when
             # this batch made it).
             self._entity_cache.clear()
             self._bank_id = known_bank
             raise
-        # Only now that the transaction committed do the counts become true.
+        self._count_batch(items, counts)
+
+    def _count_batch(self, items: list[RetainItem], counts: dict[str, int]) -> None:
+        """Only once the batch's transaction committed do its counts become true."""
         self.summary.items += len(items)
         if not self.append:
             self._staged_items += sum(1 for item in items if item.document_id is not None)
@@ -529,10 +536,17 @@ class Retainer:
     def _publish(self) -> None:
         if self._staging_bank is None:
             return
-        with self.store.atomic():
-            replaced = self.store.documents.publish_staging(
-                self._staging_bank, self._bank_for_batch()
-            )
+        replaced: list[str] = []
+        try:
+            with self.store.atomic():
+                replaced = self.store.documents.publish_staging(
+                    self._staging_bank, self._bank_for_batch()
+                )
+        except InterruptedAfterCommit:
+            # Swapped in: nothing staged is left to discard, and the summary counts it.
+            self._staging_bank = None
+            self.summary.documents_replaced += len(replaced)
+            raise
         self._staging_bank = None
         self.summary.documents_replaced += len(replaced)
 

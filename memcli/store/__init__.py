@@ -49,6 +49,7 @@ from memcli.store.types import (
     INT64_MAX,
     LINK_KINDS,
     Fact,
+    InterruptedAfterCommit,
     StoreBusy,
     StoreError,
     StoreFull,
@@ -131,12 +132,22 @@ class Store:
 
     def reader(self) -> Store:
         """Another connection to the same file for another thread (an arm of recall): a
-        pooled one when there is one. Closing it gives it back to this store's pool."""
+        pooled one when there is one. Closing it gives it back to this store's pool.
+        StoreError when this connection holds the store alone (a reader on a full disk):
+        another would wait for it to close, so the caller reads on this one."""
+        if self.core.exclusive:
+            raise StoreError(f"{self.path} is held by one connection (the disk is full)")
         reader = self._readers.take()
         if reader is None:
             reader = Store(self.path, create=False, readonly=self.readonly)
             reader._home = self._readers
         return reader
+
+    def holds_alone(self) -> bool:
+        """Whether this connection holds the store alone (a reader on a full disk, which
+        SQLite gave no room for its shared -shm): every other connection waits until it is
+        closed, so it must be closed as soon as its reads are done."""
+        return self.core.exclusive
 
     def close(self) -> None:
         home = self._home
@@ -248,6 +259,7 @@ __all__ = [
     "LINK_KINDS",
     "SCHEMA_VERSION",
     "Fact",
+    "InterruptedAfterCommit",
     "StagingFile",
     "Store",
     "StoreProtocol",

@@ -14,6 +14,7 @@ import fcntl
 import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -37,10 +38,21 @@ _MEM_TABLES = {"meta", "banks", "facts", "fact_fts"}
 PAGE_CACHE_KIB = 16384
 
 
-def connect(path: Path, flags: int) -> apsw.Connection:
-    conn = apsw.Connection(str(path), flags=flags)
+def raw_connection(path: Path, flags: int, *, immutable: bool = False) -> apsw.Connection:
+    """A bare connection to path (immutable: read-only, as a file nobody can change)."""
+    if immutable:
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        conn = apsw.Connection(f"file:{quote(str(path.resolve()))}?immutable=1", flags=flags)
+    else:
+        conn = apsw.Connection(str(path), flags=flags)
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    return conn
+
+
+def set_up(conn: apsw.Connection, path: Path) -> apsw.Connection:
+    """conn with sqlite-vec and the PRAGMAs every store connection runs with; closed, and
+    the failure said as one line, when they fail."""
     try:
-        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         conn.enable_load_extension(True)
         conn.load_extension(sqlite_vec.loadable_path())
         conn.enable_load_extension(False)
@@ -53,7 +65,69 @@ def connect(path: Path, flags: int) -> apsw.Connection:
         system_errno = conn.system_errno
         conn.close()
         raise open_error(path, exc, system_errno) from exc
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def connect(path: Path, flags: int) -> apsw.Connection:
+    return set_up(raw_connection(path, flags), path)
+
+
+# The errnos of a write refused for lack of room: a full disk, a quota, the file size limit.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def open_reading(
+    connect: Callable[[], apsw.Connection], path: Path, *, may_lock: bool
+) -> tuple[apsw.Connection, bool]:
+    """A connection made by connect() that has read the store once, and whether it holds
+    the store alone (exclusive locking mode).
+
+    A WAL connection's first read maps the -shm, the index of the log that every connection
+    shares; when none has the store open, that file is created and grown to 32 KiB, which a
+    full disk refuses: export, which only reads, failed with "disk I/O error". With may_lock
+    such a reader is made again in exclusive locking mode, where SQLite keeps that index in
+    its own memory and needs no -shm (sqlite.org/wal.html, "Use of WAL Without Shared-Memory");
+    it then holds the store alone until it is closed (writers wait on their busy timeout),
+    so only a short-lived reader may ask for it. Its exclusive lock needs a descriptor open
+    for writing; query_only keeps it from writing. Otherwise the lack of space is StoreFull
+    (open_error), as is every other failure of that first read."""
+    conn = connect()
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn, False
+    except apsw.Error as exc:
+        system_errno = conn.system_errno
+        conn.close()
+        if not (may_lock and isinstance(exc, apsw.IOError) and system_errno in NO_SPACE):
+            raise open_error(path, exc, system_errno) from exc
+    except BaseException:
+        conn.close()
+        raise
+    conn = raw_connection(path, apsw.SQLITE_OPEN_READWRITE)
+    try:
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except apsw.Error as exc:
+        system_errno = conn.system_errno
+        conn.close()
+        raise open_error(path, exc, system_errno) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn, True
+
+
+def on_read_only_media(path: Path) -> bool:
+    """Whether nothing can be written beside the store at path, so that nobody can write it:
+    a WAL writer must first create the -wal in its folder (a read-only file system, a folder
+    with the immutable attribute or without write permission). Such a store with no -wal is
+    whole in its main file, and SQLite can only read it as immutable: a read-only connection
+    still needs to create the -wal and -shm, and failed with "unable to open database file"."""
+    return not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists()
 
 
 def close_all_connections() -> None:
@@ -130,17 +204,21 @@ def inspect_file(path: Path) -> int | None:
         raise StoreError(f"{path} is not an SQLite database (left untouched)")
     # The application id (header offset 68) is set when a store is created and never
     # changes, so another application's id settles it without opening the file.
-    if int.from_bytes(header[68:72], "big", signed=True) not in (0, APPLICATION_ID):
+    header_app_id = int.from_bytes(header[68:72], "big", signed=True)
+    if header_app_id not in (0, APPLICATION_ID):
         raise StoreError(f"{path} is an SQLite database but not a mem store (left untouched)")
-    uri = f"file:{quote(str(path.resolve()))}"
-    if header[18:20] == b"\x02\x02" and not Path(f"{path}-wal").exists():
-        # A WAL database with no -wal file is whole in its main file; an ordinary read-only
-        # connection would still create -wal and -shm beside a file that may not be ours.
-        uri += "?immutable=1"
+    # A WAL database with no -wal file is whole in its main file; an ordinary read-only
+    # connection would still create -wal and -shm beside a file that may not be ours.
+    immutable = header[18:20] == b"\x02\x02" and not Path(f"{path}-wal").exists()
     probe = None
     try:
-        probe = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-        probe.set_busy_timeout(BUSY_TIMEOUT_MS)
+        probe, _ = open_reading(
+            lambda: raw_connection(path, apsw.SQLITE_OPEN_READONLY, immutable=immutable),
+            path,
+            # Only a file that says it is a store may be locked (and its log checkpointed
+            # when the lock is let go) to read it on a full disk.
+            may_lock=header_app_id == APPLICATION_ID,
+        )
         # One read transaction: a store being created by another process is seen either
         # not at all or whole. (Not `with probe:`, whose rollback after a failed read
         # raised "cannot rollback - no transaction is active" in place of the failure.)

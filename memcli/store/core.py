@@ -21,16 +21,20 @@ import apsw
 
 from memcli.store.base import (
     busy_message,
-    connect,
     create_store,
     inspect_file,
+    on_read_only_media,
     open_error,
+    open_reading,
+    raw_connection,
     remove_dead_staging,
     run_migrations,
+    set_up,
 )
 from memcli.store.schema import SCHEMA_VERSION
 from memcli.store.types import (
     BUSY_TIMEOUT_MS,
+    InterruptedAfterCommit,
     StoreBusy,
     StoreError,
     StoreFull,
@@ -64,13 +68,21 @@ class StoreCore:
                 except OSError as exc:
                     raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
                 version = inspect_file(self.path)
-            self.readonly = readonly
+            # Read-only media: the store is read as it is (and cannot be written).
+            self.immutable = on_read_only_media(self.path)
+            self.readonly = readonly or self.immutable
             flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
-            self.conn = connect(self.path, flags)
+            # exclusive: a reader on a full disk holds the store alone (base.open_reading).
+            conn, self.exclusive = open_reading(
+                lambda: raw_connection(self.path, flags, immutable=self.immutable),
+                self.path,
+                may_lock=readonly,
+            )
+            self.conn = set_up(conn, self.path)
         except apsw.Error as exc:
             raise open_error(self.path, exc, 0) from exc
         try:
-            if not readonly:
+            if not self.readonly:
                 try:
                     self._use_wal()
                 except apsw.Error as exc:
@@ -158,8 +170,11 @@ class StoreCore:
 
         The outermost level takes the write lock up front (BEGIN IMMEDIATE), so two writers
         queue on the busy timeout instead of failing half way on lock upgrade; inner levels
-        are savepoints. A failed rollback never hides the error that caused it."""
+        are savepoints. A failed rollback never hides the error that caused it. A Ctrl-C
+        that comes as the transaction commits is InterruptedAfterCommit: it is stored."""
         if self.readonly:
+            if self.immutable:
+                raise StoreReadOnly(f"{self.path} is read-only: nothing was written")
             raise StoreReadOnly(f"{self.path} was opened read-only")
         if self.conn.in_transaction:
             name = f"mem_sp{next(_savepoint_names)}"
@@ -180,15 +195,22 @@ class StoreCore:
             raise StoreReadOnly(f"{self.path} is read-only: nothing was written")
         with self.translated():
             self.conn.execute("BEGIN IMMEDIATE")
+            committing = False
             try:
                 yield self.conn
+                committing = True
                 self.conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if self.conn.in_transaction:
                     try:
                         self.conn.execute("ROLLBACK")
                     except apsw.Error:
                         pass
+                elif committing and isinstance(exc, KeyboardInterrupt):
+                    # Ctrl-C during the COMMIT (its fsync) is raised as the call returns:
+                    # the transaction is stored, and callers must not count it as undone
+                    # (a retain said "kept 0 items" of a batch it had stored).
+                    raise InterruptedAfterCommit(*exc.args) from exc
                 self._after_rollback()
                 raise
 

@@ -567,7 +567,12 @@ class StoreProtocol(Protocol):
 
     def reader(self) -> StoreProtocol:
         """Another connection to the same store, for reads in another thread; close it
-        when done."""
+        when done. StoreError when none can be had now (read on this one instead)."""
+        ...
+
+    def holds_alone(self) -> bool:
+        """Whether this connection keeps every other one out of the store until it is
+        closed (a reader on a full disk): close it as soon as its reads are done."""
         ...
 
     def close(self) -> None: ...

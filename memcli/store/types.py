@@ -70,6 +70,12 @@ class WriteRefused(StoreError):
     full disk): its text is the database's own (store.exchange.refused_writes)."""
 
 
+class InterruptedAfterCommit(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, SIGHUP) that came while a transaction committed: Python raises it
+    as the COMMIT returns, so the transaction is stored. What counts what was stored must
+    count this one (store/core.py atomic)."""
+
+
 def iso(dt: datetime | None) -> str | None:
     """Stored form of a time: naive UTC, to the second (aware times are converted first)."""
     if dt is None:

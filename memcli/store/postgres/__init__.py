@@ -52,6 +52,10 @@ class PgStore(PgCore):
 
         return self.version_at_open != schema.SCHEMA_VERSION and self.writable()
 
+    def holds_alone(self) -> bool:
+        """(A SQLite reader on a full disk locks the file; a server connection never does.)"""
+        return False
+
     def reader(self) -> PgStore:
         """Another connection to the same database for another thread (pooled)."""
         reader = self._readers.take()
