@@ -76,3 +76,20 @@ def test_min_score_replaces_the_floor(store, remember, embedder):
         settings=RecallSettings(floor_cosine=0.45),
     )
     assert result.floor is None and result.passed is None and result.results
+
+
+def test_every_term_in_one_search_agrees_with_term_by_term_shares(store, remember, embedder):
+    """The floor's words check asks the store once for facts holding every term; it must
+    agree with the shares counted term by term (bench/calibrate_floor.py reads those)."""
+    from memcli import fts
+    from memcli.recall.floor import term_coverage
+
+    remember([RetainItem(t, timestamp=NOW) for t in [*NOTES, "Maya's bread from the station."]])
+    bank = store.banks.require_bank("default")
+    ids = store.facts.fact_ids_of_bank(bank)
+    for query in ("Maya bread station", "ZX41QK renewal", "ferry island June", "nothing here"):
+        terms = fts.query_terms(query)
+        shares = term_coverage(store, query, ids)
+        every = store.search.own_words_match_all(ids, terms)
+        assert every == {fid for fid, share in shares.items() if share == 1.0}, query
+    assert len(store.search.own_words_match_all(ids, fts.query_terms("Maya bread station"))) == 2

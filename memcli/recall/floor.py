@@ -87,7 +87,15 @@ def apply(
     for c, cos in zip(head, cosines):
         c.relevance = float(cos) / floor.cosine if floor.cosine > 0 else float("inf")
     failing = [c for c in head if c.relevance < 1.0]
-    if failing and floor.keyword <= 1.0:
+    if failing and floor.keyword >= 1.0:
+        # Every term or nothing: one search of all of them (no per-term shares needed).
+        terms = list(dict.fromkeys(fts.query_terms(query, cjk_terms)))
+        ids = [c.fact_id for c in failing]
+        holding = store.search.own_words_match_all(ids, terms) if floor.keyword == 1.0 else set()
+        for c in failing:
+            if c.fact_id in holding:
+                c.relevance = 1.0
+    elif failing:
         coverage = term_coverage(store, query, [c.fact_id for c in failing], cjk_terms)
         for c in failing:
             share = coverage.get(c.fact_id, 0.0)

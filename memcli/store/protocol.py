@@ -381,6 +381,10 @@ class Search(Protocol):
         """Those of these facts whose text, speaker or entities hold one of the terms."""
         ...
 
+    def own_words_match_all(self, fact_ids: Sequence[int], terms: Sequence[str]) -> set[int]:
+        """Of these facts, those whose own words hold every one of the terms."""
+        ...
+
     def keyword_match_count(self, term: str) -> int:
         """How many facts (of any bank) hold a search term."""
         ...

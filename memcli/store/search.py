@@ -146,6 +146,19 @@ class SearchPart:
         ).fetchall()
         return {r[0] for r in rows}
 
+    def own_words_match_all(self, fact_ids: Sequence[int], terms: Sequence[str]) -> set[int]:
+        """Of these facts, those whose own words hold every one of the search terms (one
+        statement, where asking term by term took a query per CJK character and pair)."""
+        if not fact_ids or not terms:
+            return set()
+        expression = " AND ".join(fts.term_expression(t) for t in terms)
+        rows = self.conn.execute(
+            "SELECT rowid FROM fact_fts WHERE fact_fts MATCH ? AND rowid IN "
+            "(SELECT value FROM json_each(?))",
+            (f"{{text context entities}} : ({expression})", id_json(fact_ids)),
+        ).fetchall()
+        return {r[0] for r in rows}
+
     def keyword_match_count(self, term: str) -> int:
         """How many facts (of any bank) hold a search term: its rarity."""
         return self.conn.execute(

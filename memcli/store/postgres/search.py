@@ -144,6 +144,14 @@ class PgSearch:
         ).fetchall()
         return {r[0] for r in rows}
 
+    def own_words_match_all(self, fact_ids: Sequence[int], terms: Sequence[str]) -> set[int]:
+        left = set(fact_ids)
+        for term in terms:
+            if not left:
+                break
+            left &= self.own_words_match(list(left), [term])
+        return left if terms else set()
+
     def keyword_match_count(self, term: str) -> int:
         """How many facts (of any bank) hold a search term."""
         built = query_sql([term])
