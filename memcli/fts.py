@@ -111,6 +111,11 @@ def _split_cjk(word: str, mode: str = "both") -> list[str]:
     return out
 
 
+def cjk_runs(text: str) -> list[str]:
+    """The runs of CJK characters in text."""
+    return _CJK_RUN.findall(text)
+
+
 def is_cjk(term: str) -> bool:
     """True for a term made only of CJK characters."""
     return _CJK_RUN.fullmatch(term) is not None

@@ -146,6 +146,24 @@ def test_query_spans_are_runs_of_whole_words_as_written():
     assert scoring.query_spans("?!") == []
 
 
+@pytest.mark.parametrize(
+    "query, named",
+    [
+        ("王磊的猫叫什么名字？", {"王磊"}),  # no space after a Chinese name
+        ("王磊和李娜周末去哪儿了？", {"王磊", "李娜"}),
+        ("王磊磊是谁？", {"王磊", "王磊磊"}),  # a longer name holds the shorter one
+        ("猫叫什么名字？", set()),
+        ("山田さんの猫の名前は？", {"山田"}),
+    ],
+)
+def test_cjk_names_are_found_inside_the_run_they_stand_in(query, named):
+    contexts = ["王磊", "李娜", "王磊磊", "山田", "Caroline"]
+    found = scoring.named_contexts(query, scoring.query_spans(query) and contexts)
+    assert found == named
+    # and the spans looked up among the bank's contexts hold each name
+    assert named <= set(scoring.query_spans(query))
+
+
 def test_speaker_boost_by_hand():
     named = frozenset({"caroline"})
     assert scoring.speaker_signal(fact(context="Caroline"), named) == 1.0

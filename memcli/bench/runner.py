@@ -709,7 +709,8 @@ def _close_case_store(options: BenchOptions, store: Any, db_path: Path) -> None:
             _drop_bench_bank(store)
     finally:
         store.close()
-        _remove_db(db_path)
+        if not options.stores:  # a kept store stays for the next run (--stores)
+            _remove_db(db_path)
 
 
 def run_bench(

@@ -75,15 +75,34 @@ def temporal_signal(fact: Fact, window: TimeSpan | None) -> float:
 _WORD = re.compile(r"[^\W_]+")
 
 
+# Longest name looked for inside a run of CJK characters (Chinese names are 2-4 characters).
+CJK_NAME_CHARS = 4
+
+
 def query_spans(query: str, max_words: int = 6) -> list[str]:
     """Every run of 1 to `max_words` consecutive words of the query, as written (so "the C++
-    team" yields "C++ team"): the names a query could give, to look up among the contexts."""
+    team" yields "C++ team"): the names a query could give, to look up among the contexts.
+    Chinese and Japanese put no space after a name ("王磊的猫"), so inside a run of CJK
+    characters every 2 to CJK_NAME_CHARS characters are looked up too."""
     words = [(m.start(), m.end()) for m in _WORD.finditer(query)]
-    return [
+    spans = [
         query[words[i][0] : words[j][1]]
         for i in range(len(words))
         for j in range(i, min(i + max_words, len(words)))
     ]
+    for run in fts.cjk_runs(query):
+        spans.extend(
+            run[i : i + n] for n in range(2, CJK_NAME_CHARS + 1) for i in range(len(run) - n + 1)
+        )
+    return list(dict.fromkeys(spans))
+
+
+def _names(context: str, lowered_query: str) -> bool:
+    """Whether the query names this context: as whole words, or for a context of CJK
+    characters anywhere (no spaces mark where a CJK name ends)."""
+    if fts.is_cjk(context):
+        return context in lowered_query
+    return re.search(r"(?<!\w)" + re.escape(context) + r"(?!\w)", lowered_query) is not None
 
 
 def named_contexts(query: str, contexts: list[str]) -> frozenset[str]:
@@ -94,8 +113,7 @@ def named_contexts(query: str, contexts: list[str]) -> frozenset[str]:
     return frozenset(
         c.lower()
         for c in contexts
-        if c.lower() not in fts.STOP_WORDS
-        and re.search(r"(?<!\w)" + re.escape(c.lower()) + r"(?!\w)", lowered)
+        if c.lower() not in fts.STOP_WORDS and _names(c.lower(), lowered)
     )
 
 
