@@ -139,12 +139,14 @@ class SearchPart:
         expression = fts.match_expression(list(terms))
         if not fact_ids or expression is None:
             return set()
+        # The match alone, then the ids: with `rowid IN (...)` beside it SQLite ran the
+        # full-text query again for every id (120 ms for 17 CJK terms and 200 ids; 0.6 ms so).
+        wanted = set(fact_ids)
         rows = self.conn.execute(
-            "SELECT rowid FROM fact_fts WHERE fact_fts MATCH ? AND rowid IN "
-            "(SELECT value FROM json_each(?))",
-            (f"{{text context entities}} : ({expression})", id_json(fact_ids)),
-        ).fetchall()
-        return {r[0] for r in rows}
+            "SELECT rowid FROM fact_fts WHERE fact_fts MATCH ?",
+            (f"{{text context entities}} : ({expression})",),
+        )
+        return {r[0] for r in rows if r[0] in wanted}
 
     def own_words_match_all(self, fact_ids: Sequence[int], terms: Sequence[str]) -> set[int]:
         """Of these facts, those whose own words hold every one of the search terms (one
@@ -152,12 +154,14 @@ class SearchPart:
         if not fact_ids or not terms:
             return set()
         expression = " AND ".join(fts.term_expression(t) for t in terms)
+        # The match alone, then the ids: with `rowid IN (...)` beside it SQLite ran the
+        # full-text query again for every id (120 ms for 17 CJK terms and 200 ids; 0.6 ms so).
+        wanted = set(fact_ids)
         rows = self.conn.execute(
-            "SELECT rowid FROM fact_fts WHERE fact_fts MATCH ? AND rowid IN "
-            "(SELECT value FROM json_each(?))",
-            (f"{{text context entities}} : ({expression})", id_json(fact_ids)),
-        ).fetchall()
-        return {r[0] for r in rows}
+            "SELECT rowid FROM fact_fts WHERE fact_fts MATCH ?",
+            (f"{{text context entities}} : ({expression})",),
+        )
+        return {r[0] for r in rows if r[0] in wanted}
 
     def keyword_match_count(self, term: str) -> int:
         """How many facts (of any bank) hold a search term: its rarity."""
