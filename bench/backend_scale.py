@@ -147,7 +147,7 @@ def main() -> None:
     args = parser.parse_args()
     import os
 
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
     from memcli.store.location import open_store, shown
 
     os.environ.setdefault("TZ", "UTC")

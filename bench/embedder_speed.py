@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from memcli.bench.datasets import read_dataset
-from memcli.models.embedder import Embedder, load_embedder, resolve_embedder_path
+from memcli.models.embedder import Embedder
+from memcli.models.load import load_embedder, resolve_embedder_path
 from memcli.retain import Retainer, RetainItem
 from memcli.store import Store
 
@@ -90,7 +91,7 @@ def cold_query_load(spec: str, runs: int = 3) -> float:
     """Seconds a new process takes to load the embedder recall would use (median of runs)."""
     code = (
         "import time; t = time.perf_counter(); "
-        "from memcli.models.embedder import load_embedder; "
+        "from memcli.models.load import load_embedder; "
         f"load_embedder({spec!r}); print(time.perf_counter() - t)"
     )
     times = [

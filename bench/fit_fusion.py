@@ -123,7 +123,7 @@ def load_models(sets: list[DevSet], embedder: str | None) -> dict[str, Any]:
     mem's default for a new bank), behind the bench's vector cache; and MiniLM for LME's raw
     floor."""
     from memcli.models.choice import DEFAULT_NAME
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
     from memcli.store.vector_cache import cached
 
     model = cached(load_embedder(embedder or DEFAULT_NAME))

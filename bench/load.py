@@ -52,7 +52,7 @@ def _now(i: int) -> datetime:
 
 def writer(url: str, who: int, deadline: float, out: str, seed: int) -> None:
     from memcli import lifecycle
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
     from memcli.retain import Retainer, RetainItem
     from memcli.store import StoreBusy, StoreError
     from memcli.store.location import open_store
@@ -133,7 +133,7 @@ def writer(url: str, who: int, deadline: float, out: str, seed: int) -> None:
 
 
 def reader(url: str, who: int, deadline: float, out: str, seed: int) -> None:
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
     from memcli.recall.pipeline import recall
     from memcli.recall.types import RecallOptions
     from memcli.store import StoreError
@@ -227,7 +227,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
     from memcli.retain import Retainer, RetainItem
     from memcli.store.location import open_store, shown
 

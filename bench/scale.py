@@ -190,7 +190,7 @@ def warm_in_process(db: Path | str, queries: list[tuple[str, str]]) -> dict:
     """Warm recall in this process (one connection, the model loaded, each query asked once
     before it is timed): p50 / p95 ms a query, as a library user or `mem mcp` sees it. For a
     PostgreSQL store every read goes over the server's local socket."""
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
     from memcli.recall.pipeline import recall
     from memcli.recall.types import RecallOptions
     from memcli.store.location import open_store
@@ -368,7 +368,7 @@ def retain_into(dbs: list[Path], items: list[dict], count: int, repeat: int) -> 
     text, in none of the stores) retained by one `mem retain --jsonl` process into a copy of
     each store, `repeat` rounds, beside the raw embedder on the same strings in this
     process. Facts per CPU second, medians over the rounds."""
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
 
     start = len(items) - count
     while 0 < start < len(items) and items[start]["document_id"] == items[start - 1]["document_id"]:
@@ -566,7 +566,7 @@ def main() -> None:
         measure_only(args.measure, queries, args)
         return
 
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
 
     embedder = load_embedder(default_embedder_spec())
     embedder.embed(["warm up"])

@@ -18,7 +18,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from memcli.models.embedder import load_embedder
+from memcli.models.load import load_embedder
 from memcli.recall import RecallOptions, recall
 from memcli.retain import Retainer, RetainItem
 from memcli.store import Store

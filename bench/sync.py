@@ -74,7 +74,7 @@ def run(args: list[str]) -> tuple[float, str]:
 
 
 def raw_rate(texts: list[str]) -> float:
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
 
     model = load_embedder()
     model.embed(["warm up"])

@@ -324,7 +324,7 @@ def _check_model_file(name: str, value: str) -> None:
     """`config set embedder|reranker`: a built-in embedder name, or a file that is there (a
     mistyped path was accepted, and every recall then failed)."""
     if name == "embedder":
-        from memcli.models.embedder import builtin_name
+        from memcli.models.load import builtin_name
 
         if builtin_name(value) is not None:
             return

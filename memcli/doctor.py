@@ -190,7 +190,7 @@ def id_check(highest: dict[str, int]) -> Check:
 def embedder_checks(store: StoreProtocol, override: str | None) -> list[Check]:
     """Each bank's recorded fingerprint against the file mem would load for it."""
     from memcli.models import ModelError, choice
-    from memcli.models.embedder import resolve_embedder_path, spec_builtin
+    from memcli.models.load import resolve_embedder_path, spec_builtin
 
     out: list[Check] = []
     for row in store.health.bank_embedders():

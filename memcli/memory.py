@@ -246,7 +246,7 @@ class Memory:
         """The bank's embedder: the Memory's explicit one, else the model the bank was made
         with, else (a new bank) the one its first texts suit. Loaded once per model."""
         from memcli.models import choice
-        from memcli.models.embedder import load_embedder
+        from memcli.models.load import load_embedder
 
         bank_id = store.banks.bank_id(bank) if store is not None else None
         recorded = store.vectors.bank_embedder(bank_id)[0] if bank_id is not None else None
@@ -256,7 +256,7 @@ class Memory:
     def named_embedder(self, name: str | None = None) -> Any:
         """A model by name or path (None: the Memory's explicit one, else the default)."""
         from memcli.models.choice import DEFAULT_NAME
-        from memcli.models.embedder import load_embedder
+        from memcli.models.load import load_embedder
 
         spec = name or self.embedder_name or DEFAULT_NAME
         return self._loaded(spec, load_embedder)

@@ -106,7 +106,7 @@ def check_for_role(path: Path, role: str) -> GGUFInfo:
 
 def builtin_embedders() -> list[dict[str, Any]]:
     """The embedders mem ships (converted on first use) and whether the cache has them."""
-    from memcli.models.embedder import BUILTIN_ALIASES
+    from memcli.models.load import BUILTIN_ALIASES
     from memcli.paths import cache_dir
 
     folder = cache_dir() / "models"
@@ -147,7 +147,7 @@ def banks_of_other_models(banks: list[Any], spec: str) -> list[tuple[str, str]]:
     `spec` as the embedder setting every recall and retain in them would fail (the setting
     is explicit, and an explicit embedder wins over a bank's own). Banks with no vectors
     yet are not at odds."""
-    from memcli.models.embedder import builtin_name
+    from memcli.models.load import builtin_name
     from memcli.store.vectors import same_model_name
 
     embedded = [bank for bank in banks if bank.embedder]

@@ -340,7 +340,7 @@ def vectors_off_model(db: Path, bank: str) -> tuple[str, list[int]]:
 
     from memcli.lifecycle import embedding_text
     from memcli.models import choice
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
     from memcli.store import Store
 
     with Store(db, create=False, readonly=True) as store:
@@ -1663,7 +1663,7 @@ READS = [
 
 UNCLEAN_WRITER = """
 import os, sys
-from memcli.models.embedder import load_embedder
+from memcli.models.load import load_embedder
 from memcli.retain import Retainer, RetainItem
 from memcli.store import Store
 store = Store(sys.argv[1])

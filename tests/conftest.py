@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memcli.models.embedder import load_embedder
+from memcli.models.load import load_embedder
 from memcli.retain import Retainer, RetainItem
 from memcli.store import Store
 

@@ -24,7 +24,8 @@ from memcli.models.e5 import (
     read_e5s1,
     shipped_center,
 )
-from memcli.models.embedder import Embedder, load_embedder
+from memcli.models.embedder import Embedder
+from memcli.models.load import load_embedder
 
 STRINGS = [
     "How much protein should I eat per day?",

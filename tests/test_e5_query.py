@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from memcli.models.e5_query import E5Embedder, UnigramTokenizer
-from memcli.models.embedder import Embedder, load_embedder
+from memcli.models.embedder import Embedder
+from memcli.models.load import load_embedder
 
 ROOT = Path(__file__).resolve().parent.parent
 

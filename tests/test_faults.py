@@ -392,7 +392,7 @@ def test_ctrl_c_as_a_reembed_swaps_its_vectors_in_says_it_is_done(store, embedde
     """A Ctrl-C while reembed swapped the new vectors in: the bank is on the new model, and
     the report said it was interrupted, "the bank still uses its old vectors"."""
     from memcli import lifecycle
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
 
     Retainer(store, "default", embedder).retain(
         [RetainItem(text=f"Note {i} about the harbor ferry.") for i in range(6)]

@@ -387,7 +387,7 @@ def vectors(db: Path) -> dict[int, np.ndarray]:
 def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
     db: Path, other_model: Path
 ) -> None:
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
 
     before = vectors(db)
     q8 = load_embedder(other_model)
@@ -420,7 +420,7 @@ def test_reembed_with_another_model_and_recall_checks_the_fingerprint(
 
 
 def test_interrupted_reembed_keeps_old_vectors_and_resumes(db: Path, other_model: Path) -> None:
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
 
     before = vectors(db)
     q8 = load_embedder(other_model)
@@ -457,7 +457,7 @@ def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_
     while the first went on staging its model's vectors there, and the second skipped them
     as done: the bank ended labelled with one model and holding both models' vectors. Each
     batch now checks, under the write lock, that the re-embedding is still its own."""
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
 
     q8 = load_embedder(other_model)
     seen = []
@@ -482,7 +482,7 @@ def test_a_reembed_stops_when_another_with_another_model_starts(db: Path, other_
 def test_a_reembed_whose_bank_is_deleted_meanwhile_says_so(db: Path, other_model) -> None:
     """A bank deleted beside its re-embedding: "another process finished a re-embedding of
     this bank meanwhile ... run it again", and run again it said "unknown bank"."""
-    from memcli.models.embedder import load_embedder
+    from memcli.models.load import load_embedder
 
     q8 = load_embedder(other_model)
     seen = []

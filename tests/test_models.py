@@ -15,7 +15,8 @@ import pytest
 from memcli.models import ModelError
 from memcli.models import convert as convert_mod
 from memcli.models.convert import build_test_reranker, default_embedder_path
-from memcli.models.embedder import Embedder, load_embedder
+from memcli.models.embedder import Embedder
+from memcli.models.load import load_embedder
 from memcli.models.reranker import Reranker, load_reranker, read_gguf_header, to_probabilities
 from memcli.tokens import count_tokens, truncate_to_tokens
 
@@ -296,7 +297,7 @@ def test_llama_cpp_prints_nothing(reranker_path: Path, tmp_path: Path) -> None:
     cut.write_bytes(default_embedder_path().read_bytes()[:2_000_000])  # header fine, data gone
     code = f"""
         from memcli.models import ModelError
-        from memcli.models.embedder import load_embedder
+        from memcli.models.load import load_embedder
         from memcli.models.reranker import load_reranker
         load_embedder().embed(["hello there", "x" * 5000])
         load_reranker({str(reranker_path)!r}).score("q", ["a", "b"])

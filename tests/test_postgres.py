@@ -301,7 +301,7 @@ def test_without_psycopg_a_url_names_the_extra(pg_url: str) -> None:
 WRITER = """
 import sys
 from datetime import datetime
-from memcli.models.embedder import load_embedder
+from memcli.models.load import load_embedder
 from memcli.retain import Retainer, RetainItem
 from memcli.store.location import open_store
 url, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])

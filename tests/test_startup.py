@@ -173,7 +173,7 @@ def test_the_real_llama_cpp_package_imports_after_the_bindings_alone():
     llama.cpp's log stays silenced after it."""
     probe = (
         "import sys\n"
-        "from memcli.models.embedder import load_embedder\n"
+        "from memcli.models.load import load_embedder\n"
         "assert load_embedder().embed(['hi']).shape == (1, 384)\n"
         "assert 'llama_cpp' not in sys.modules and 'llama_cpp.llama_cpp' in sys.modules\n"
         "import llama_cpp\n"
@@ -193,7 +193,7 @@ def _recall_probe(db, *args: str) -> str:
     return (
         "import atexit, json, sys\n"
         "def report():\n"
-        "    emb = sys.modules.get('memcli.models.embedder')\n"
+        "    emb = sys.modules.get('memcli.models.load')\n"
         "    made = len(emb._cache) if emb else 0\n"
         "    print(json.dumps(['llama_cpp.llama_cpp' in sys.modules, made]), file=sys.stderr)\n"
         "atexit.register(report)\n"

@@ -321,7 +321,7 @@ def bench(
         fail(message if message.startswith(f"{dataset}: ") else f"cannot read {dataset}: {exc}")
 
     try:
-        from memcli.models.embedder import load_embedder
+        from memcli.models.load import load_embedder
 
         spec = os.environ.get("MEM_EMBEDDER") or None
         if spec is None:

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
         convert_bert_folder,
         default_embedder_path,
     )
-    from memcli.models.embedder import Embedder, load_embedder
+    from memcli.models.embedder import Embedder
+    from memcli.models.load import load_embedder
     from memcli.models.reranker import Reranker, load_reranker
 
 

