@@ -93,3 +93,39 @@ def test_every_term_in_one_search_agrees_with_term_by_term_shares(store, remembe
         every = store.search.own_words_match_all(ids, terms)
         assert every == {fid for fid, share in shares.items() if share == 1.0}, query
     assert len(store.search.own_words_match_all(ids, fts.query_terms("Maya bread station"))) == 2
+
+
+def test_a_long_query_of_unknown_words_still_finds_the_words_it_shares(store, remember, embedder):
+    """The keyword arm keeps at most keyword_max_terms terms, the rarest first: terms no
+    fact holds counted as the rarest and pushed out the ones that matched, so 100 unknown
+    words after "spare key" found nothing by keyword."""
+    remember([RetainItem(t, timestamp=NOW) for t in [*NOTES, "The spare key is under the pot."]])
+    query = "spare key " + " ".join(f"zqword{i}" for i in range(100))
+    result = ask(store, embedder, query)
+    found = [
+        store.facts.facts_by_id([h.fact_id])[h.fact_id].text for h in result.arms["keyword"].hits
+    ]
+    assert found and "spare key" in found[0]
+    assert result.arms["keyword"].notes["terms"][:2] == ["spare", "key"]
+
+
+def test_a_question_about_a_time_is_answered_by_that_times_facts(store, remember, embedder):
+    """ "What did I do on March 10?" shares no word or meaning with "Dentist appointment went
+    well.", yet that day's facts answer it: the temporal arm's facts pass the floor."""
+    remember(
+        [
+            RetainItem("Dentist appointment went well.", timestamp=datetime(2026, 3, 10, 9)),
+            RetainItem("Bought tulips at the market.", timestamp=datetime(2026, 3, 10, 17)),
+            RetainItem("Renewed the parking permit.", timestamp=datetime(2026, 2, 2, 9)),
+        ]
+    )
+    result = recall(
+        store,
+        "default",
+        "what did I do on March 10?",
+        RecallOptions(now=datetime(2026, 3, 12, 12), rerank=False),
+        embedder=embedder,
+        settings=RecallSettings(floor_cosine=0.95),  # nothing passes on its cosine
+    )
+    texts = {c.fact.text for c in result.results}
+    assert texts == {"Dentist appointment went well.", "Bought tulips at the market."}

@@ -180,7 +180,7 @@ def test_reembedding_rebuilds_a_sections_embedding(db_path, tmp_path):
     with Store(db_path) as s:
         ids = s.facts.fact_ids_of_bank(s.banks.require_bank("default"))
         before = s.vectors.vectors_for(ids)
-    ok(mem(db_path, "reembed", "--embedder", "all-MiniLM-L6-v2"))
+    ok(mem(db_path, "reembed", "--embedder", "multilingual-e5-small"))
     with Store(db_path) as s:
         after = s.vectors.vectors_for(ids)
     assert all(float(np.dot(before[i], after[i])) > 0.9999 for i in ids)

@@ -8,7 +8,9 @@ enough to the query to count as about it? A candidate passes when
 - its vector's cosine to the query reaches the embedder's calibrated floor (COSINE_FLOORS,
   measured per model on the dev sets: bench/RESULTS.md), or
 - its own words (text, speaker, entity names) hold at least KEYWORD_COVERAGE of the query's
-  search terms, which keeps an exact match the embedder cannot see (a code, a rare name).
+  search terms, which keeps an exact match the embedder cannot see (a code, a rare name), or
+- the query asks about a time and the temporal arm found it in that time ("what did I do on
+  March 10?" is answered by that day's facts, whatever they say).
 
 Its relevance is the larger of the two as a share of its floor, so 1.0 is the floor itself
 and `passes` is relevance >= 1. Candidates below it are not shown; a question none of whose
@@ -21,7 +23,7 @@ scale nobody measured.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,8 +73,10 @@ def apply(
     ranked: Sequence[Candidate],
     floor: Floor,
     cjk_terms: str = "both",
+    timely: Collection[int] = (),
 ) -> list[Candidate]:
-    """Set each checked candidate's relevance and return those that pass, in order."""
+    """Set each checked candidate's relevance and return those that pass, in order. timely:
+    the facts of the time a question asks about (the temporal arm's), which pass."""
     head = list(ranked[:CHECKED])
     if not head:
         return []
@@ -86,6 +90,9 @@ def apply(
         cosines = np.zeros(len(head), dtype=np.float32)
     for c, cos in zip(head, cosines):
         c.relevance = float(cos) / floor.cosine if floor.cosine > 0 else float("inf")
+    for c in head:
+        if c.fact_id in timely:
+            c.relevance = max(c.relevance, 1.0)
     failing = [c for c in head if c.relevance < 1.0]
     if failing and floor.keyword >= 1.0:
         # Every term or nothing: one search of all of them (no per-term shares needed).

@@ -16,14 +16,16 @@ COLUMN_WEIGHTS = (1.0, 0.5, 0.75, 0.3)
 
 
 def select_terms(ctx: ArmContext, terms: list[str]) -> list[str]:
-    """At most keyword_max_terms terms, keeping the rarest (fewest matching facts)."""
+    """At most keyword_max_terms terms, keeping the rarest (fewest matching facts) of those
+    some fact holds: a term no fact holds ranks nothing, yet counted as the rarest it pushed
+    out the words that matched (a long query of unknown words found nothing)."""
     cap = ctx.settings.keyword_max_terms
     if len(terms) <= cap:
         return terms
     counts = {}
     for term in terms:
         counts[term] = ctx.store.search.keyword_match_count(term)
-    keep = set(sorted(terms, key=lambda t: (counts[t], terms.index(t)))[:cap])
+    keep = set(sorted(terms, key=lambda t: (counts[t] == 0, counts[t], terms.index(t)))[:cap])
     return [t for t in terms if t in keep]
 
 

@@ -396,8 +396,22 @@ def _recall_once(
     )
     shown = ranked
     if applied is not None:
+        # A question about a time ("what did I do on March 10?") is answered by the facts of
+        # that time, which its words and vector need not resemble: the temporal arm's.
+        timely = (
+            {h.fact_id for h in arms["temporal"].hits}
+            if window is not None and "temporal" in arms
+            else set()
+        )
         shown = floor.apply(
-            store, bank_id, query, ctx.query_vec, ranked, applied, settings.keyword_cjk_terms
+            store,
+            bank_id,
+            query,
+            ctx.query_vec,
+            ranked,
+            applied,
+            settings.keyword_cjk_terms,
+            timely=timely,
         )
     timings["floor"] = time.perf_counter() - t0
 
