@@ -174,9 +174,9 @@ def test_speaker_boost_by_hand():
     said, other = Candidate(1, {}, {}, base=0.5), Candidate(2, {}, {}, base=0.6)
     said.fact, other.fact = fact(id=1, context="Caroline"), fact(id=2, context="Mel")
     ranked = scoring.apply([other, said], now, None, RecallSettings(), named=named)
-    # 0.5 x 1.1 x recency > 0.6 x 0.9 x recency: the named speaker's memory moves up
+    # 0.5 x 1.2 x recency > 0.6 x 0.8 x recency: the named speaker's memory moves up
     assert [c.fact_id for c in ranked] == [1, 2]
-    assert (said.speaker, other.speaker) == pytest.approx((1.1, 0.9))
+    assert (said.speaker, other.speaker) == pytest.approx((1.2, 0.8))
 
 
 def test_final_score_is_the_product_of_base_and_boosts():

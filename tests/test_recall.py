@@ -220,7 +220,7 @@ def test_a_named_speaker_own_memory_comes_first(store, remember, embedder):
         result = run(store, embedder, f"What did {who} say about hiking in the Alps?")
         assert result.notes["speakers_named"] == [who.lower()]
         assert result.results[0].fact.context == who
-        assert [c.speaker for c in result.ranked] == pytest.approx([1.1, 0.9])
+        assert [c.speaker for c in result.ranked] == pytest.approx([1.2, 0.8])
 
 
 def test_budget_cuts_by_tokens(store, remember, embedder):

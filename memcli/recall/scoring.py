@@ -8,7 +8,7 @@ what: a speaker's name is on half the facts of a two-person conversation, so its
 is ~0, and the embedding is dominated by the topic. On LoCoMo, 96% of the gold turns of
 questions naming one speaker were said by that speaker (base rate 50%); the boost gained ~4
 points of MRR there (bench/RESULTS.md). A query that names no speaker changes nothing; one that
-names all of them only moves memories with no or another context (x0.9) below theirs."""
+names all of them only moves memories with no or another context (x0.8) below theirs."""
 
 from __future__ import annotations
 
