@@ -195,9 +195,11 @@ def warm_in_process(db: Path | str, queries: list[tuple[str, str]]) -> dict:
     from memcli.recall.types import RecallOptions
     from memcli.store.location import open_store
 
-    embedder = load_embedder()
     times = []
     with open_store(db, create=False) as store:
+        # The model the bank was made with (a store built with MiniLM or e5 alike).
+        name = store.vectors.bank_embedder(store.banks.require_bank("default"))[0]
+        embedder = load_embedder(name or default_embedder_spec())
         for query, now in queries:
             opts = RecallOptions(now=datetime.fromisoformat(now))
             recall(store, "default", query, opts, embedder=embedder)
