@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +14,24 @@ import pytest
 from memcli.models.load import load_embedder
 from memcli.retain import Retainer, RetainItem
 from memcli.store import Store
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_as_in_a_fresh_process(request):
+    """Every test starts with Python's own Ctrl-C handler and SIGINT unblocked, as a fresh
+    `mem` has: a library that changed either in this process (and every child started after,
+    which inherits an ignored or blocked SIGINT) made the Ctrl-C tests depend on test order.
+    A test that leaves it changed is named in $MEM_TEST_SIGINT_LOG when that is set."""
+    yield
+    changed = signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    if changed or blocked:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        log = os.environ.get("MEM_TEST_SIGINT_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as out:
+                out.write(f"{request.node.nodeid} changed={changed} blocked={blocked}\n")
 
 
 @pytest.fixture(scope="session")

@@ -661,13 +661,16 @@ def test_an_import_racing_another_into_the_same_new_bank_is_one_clear_error(
     """Two imports into one new bank at once: the second failed with "database error:
     UNIQUE constraint failed: banks.name". The bank is checked again under the write lock."""
     dump = ok(mem(source, "export", "--with-vectors"))
+    from memcli.models.load import load_embedder
+
+    model = load_embedder("e5")  # the source bank's model (mem's default)
 
     def model_after_a_rival_import():
         # Between this import's first look and its write, another process makes the bank.
         with Store(target) as rival:
             with rival.atomic():
                 rival.exchange.create_bank_row("same", "2026-01-01T00:00:00")
-        return embedder
+        return model
 
     with Store(target) as store:
         before = table_counts(target)

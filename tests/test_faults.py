@@ -231,19 +231,27 @@ def test_kill_9_during_a_2000_item_retain_keeps_whole_batches(suite):
 def test_ctrl_c_during_an_import_leaves_no_bank(suite):
     """Ctrl-C while the import writes its one transaction (it holds the write lock): exit
     130, no bank imp, no traceback; the store takes the next retain."""
-    run = new_run(suite, "sigint:import")
-    tally = clean(
-        command_run(
-            run,
-            "import",
-            signal.SIGINT,
-            at=lambda: write_locked(run.db),
-            into_new=False,
-            vectors=True,
+    # The write lasts ~0.2 s: a signal sent as the lock is seen may land after the commit
+    # (then the import is done, exit 0, also clean). Up to 4 tries for one Ctrl-C inside it;
+    # every try must be clean.
+    notes = []
+    for _ in range(4):
+        run = new_run(suite, "sigint:import")
+        tally = clean(
+            command_run(
+                run,
+                "import",
+                signal.SIGINT,
+                at=lambda db=run.db: write_locked(db),
+                into_new=False,
+                vectors=True,
+            )
         )
-    )
-    assert tally.faults == 1, tally.notes
-    assert any("exit 130" in n for n in tally.notes), tally.notes
+        assert tally.faults == 1, tally.notes
+        notes += tally.notes
+        if any("exit 130" in n for n in tally.notes):
+            break
+    assert any("exit 130" in n for n in notes), notes
 
 
 def test_kill_9_during_a_document_replace_keeps_the_old_version_whole(suite):
@@ -352,6 +360,10 @@ def ctrl_c_at_commit(store: Store, number: int) -> None:
     is being written: Python raises the KeyboardInterrupt as the COMMIT call returns, the
     transaction being stored, as a Ctrl-C during a commit's fsync does."""
     commits = []
+    # As in a fresh `mem` process: Python's own Ctrl-C handler, SIGINT not blocked (a test
+    # before this one in the same process may have left another handler or mask).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
     def hook(conn, name, pages):
         commits.append(pages)
