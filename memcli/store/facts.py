@@ -35,6 +35,7 @@ from memcli.store.types import (
     marks,
     parse_iso,
     stored_json,
+    surviving_successor,
 )
 from memcli.store.vectors import VectorsPart
 
@@ -490,14 +491,7 @@ class FactsPart:
             "(SELECT value FROM json_each(?)) AND id NOT IN (SELECT value FROM json_each(?))",
             (ids, ids),
         ).fetchall():
-            seen = set()
-            while by in forgotten and by not in seen:  # seen: a damaged, cyclic chain ends
-                seen.add(by)
-                if by in replacements:
-                    by = replacements[by]
-                    break
-                by = successor.get(by)
-            out.append((fid, None if by in forgotten else by))
+            out.append((fid, surviving_successor(by, forgotten, successor, replacements)))
         return out
 
     def reopen_superseded(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -175,3 +175,23 @@ def stored_json(raw: str, kind: type) -> Any:
     if not isinstance(value, kind) or (kind is list and not all(isinstance(t, str) for t in value)):
         return kind()
     return value
+
+
+def surviving_successor(
+    by: int | None,
+    forgotten: set[int],
+    successor: Mapping[int, int | None],
+    replacements: Mapping[int, int],
+) -> int | None:
+    """Where a fact closed by `by` points once `forgotten` are gone: the first fact along the
+    correction chain that stays (A -> B -> C with B forgotten gives C), a forgotten fact's
+    replacement (its content in a document's new version), or None: nothing corrects it any
+    more. Both backends' forget reopens facts by this rule."""
+    seen: set[int] = set()
+    while by in forgotten and by not in seen:  # seen: a damaged, cyclic chain ends
+        seen.add(by)
+        if by in replacements:
+            by = replacements[by]
+            break
+        by = successor.get(by)
+    return None if by in forgotten else by

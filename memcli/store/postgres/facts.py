@@ -24,7 +24,7 @@ from memcli.store.postgres.sql import (
     document_sql,
     selection_sql,
 )
-from memcli.store.types import PAGE, Fact, iso, parse_iso
+from memcli.store.types import PAGE, Fact, iso, parse_iso, surviving_successor
 
 
 class PgFacts:
@@ -351,14 +351,7 @@ class PgFacts:
             "AND NOT id = ANY(%s) ORDER BY id",
             (ids, ids),
         ).fetchall():
-            seen = set()
-            while by in forgotten and by not in seen:
-                seen.add(by)
-                if by in replacements:
-                    by = replacements[by]
-                    break
-                by = successor.get(by)
-            out.append((fid, None if by in forgotten else by))
+            out.append((fid, surviving_successor(by, forgotten, successor, replacements)))
         return out
 
     def reopen_superseded(
