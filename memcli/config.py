@@ -134,9 +134,14 @@ KEYS: dict[str, Key] = {
         Key("budget", _choice("low", "mid", "high"), "mid", "recall candidates per arm"),
         Key("max_tokens", _positive_int, 4096, "recall's token budget"),
         Key("format", _choice("text", "json", "md"), "text", "recall's output format"),
-        Key("embedder", _model, None, "embedding model GGUF (default: the bundled MiniLM)"),
+        Key("embedder", _model, None, "embedding model GGUF (default: the bank's model, else e5)"),
         Key("reranker", _path, None, "cross-encoder GGUF (RANK pooling); default none"),
-        Key("threads", _thread_count, 1, "llama.cpp threads"),
+        Key(
+            "threads",
+            _thread_count,
+            None,
+            "llama.cpp threads (default: 1 for a query, measured for bulk)",
+        ),
         Key("forget_limit", _positive_int, 100, "most facts one MCP forget removes"),
         Key("mcp_token_file", _path, None, "file holding mem mcp --http's bearer token"),
     )

@@ -7,8 +7,8 @@ is much slower because attention over a batch costs the square of its token coun
 
 from __future__ import annotations
 
-import os
 import threading
+import time
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +20,7 @@ import numpy as np
 
 from memcli.models import ModelError
 from memcli.models.convert import MAX_SEQ_KEY
+from memcli.models.threads import ThreadChooser, fixed_threads
 
 # Tokens per decode. Measured on 2 cores (best of 6 runs): 64 and 128 tie (~420-530 short
 # texts/s, ~100 passages/s of 60 tokens); 256 is ~20% slower and 512 about 2x slower.
@@ -59,11 +60,11 @@ def cpu_has_amx() -> bool:
     return False
 
 
-# One thread decodes as fast as two for MiniLM-sized models (measured on 2 cores), and it
-# leaves the other core to the keyword arm; llama.cpp's spinning threads also slow down sharply
-# when the machine is busy. MEM_THREADS overrides.
+# A query decodes on one thread: it is one short decode, and the keyword arm runs on the other
+# core meanwhile; llama.cpp's spinning threads also slow down sharply when the machine is busy.
+# A bulk of passages chooses its count by measuring (models/threads.py). MEM_THREADS fixes both.
 # (The CLI and the llm plugin check it against config.MAX_THREADS first.)
-N_THREADS = max(1, int(os.environ.get("MEM_THREADS", "1") or 1))
+N_THREADS = fixed_threads() or 1
 
 
 class LlamaRunner:
@@ -127,6 +128,8 @@ class LlamaRunner:
         self._batch = lib.llama_batch_init(n_ctx, 0, n_ctx)
         self._batch_size = n_ctx
         self._lock = threading.Lock()  # one llama context: decodes must not interleave
+        self._threads = N_THREADS
+        self.chooser = ThreadChooser.for_machine()
         self._vocab = vocab
         self.pooling_type = int(lib.llama_pooling_type(self._ctx))
         self.n_embd = int(lib.llama_model_n_embd(self._model))
@@ -193,11 +196,17 @@ class LlamaRunner:
                 raise ModelError("llama.cpp could not tokenize a text")
         return list(tokens[: min(n, max_tokens)])
 
-    def run(self, seqs: Sequence[Sequence[int]], width: int) -> np.ndarray:
+    def _use_threads(self, n: int) -> None:
+        if n != self._threads:
+            self._lib.llama_set_n_threads(self._ctx, n, n)
+            self._threads = n
+
+    def run(self, seqs: Sequence[Sequence[int]], width: int, *, bulk: bool = False) -> np.ndarray:
         """Decode seqs (each at most n_ctx tokens) as separate sequences of one batch.
 
         Returns the first `width` floats of each sequence's pooled output, shape (n, width).
-        The caller keeps the batch within n_ctx tokens and n_seq_max sequences.
+        The caller keeps the batch within n_ctx tokens and n_seq_max sequences. `bulk`: one
+        decode of many (retain, reembed), on the thread count measured fastest lately.
         """
         out = np.empty((len(seqs), width), dtype=np.float32)
         if not seqs:
@@ -222,7 +231,12 @@ class LlamaRunner:
             batch.n_tokens = n
             if self._memory:
                 lib.llama_memory_clear(self._memory, True)
+            threads = self.chooser.next() if bulk else N_THREADS
+            self._use_threads(threads)
+            started = time.perf_counter()
             code = lib.llama_decode(self._ctx, batch)
+            if bulk:
+                self.chooser.record(threads, time.perf_counter() - started, n)
             batch.n_tokens = 0
             llama_lib.raise_deferred_interrupt()  # a Ctrl-C during llama.cpp's log callback
             if code != 0:
@@ -263,6 +277,7 @@ class LlamaRunner:
             batch.n_tokens = n
             if self._memory:
                 lib.llama_memory_clear(self._memory, True)
+            self._use_threads(N_THREADS)
             code = lib.llama_decode(self._ctx, batch)
             batch.n_tokens = 0
             llama_lib.raise_deferred_interrupt()
@@ -389,8 +404,9 @@ class Embedder:
         if not texts:
             return out
         seqs = [self._ids(t) for t in texts]
+        bulk = len(texts) > 1
         for group in self._runner.pack([len(s) for s in seqs], self.token_budget):
-            out[group] = self._runner.run([seqs[i] for i in group], self.dim)
+            out[group] = self._runner.run([seqs[i] for i in group], self.dim, bulk=bulk)
         return finish_vectors(out, self.center)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

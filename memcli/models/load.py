@@ -79,7 +79,8 @@ def converted_path(name: str) -> Path:
 
 
 def load_embedder(path: str | Path | None = None) -> Embedder:
-    """The embedder for path or name (None: the bundled MiniLM), loaded once per process."""
+    """The embedder for path or name (None: mem's default for a new bank), loaded once per
+    process."""
     # "e5", "multilingual-e5-small" and an alias in other case are one spec; None the default.
     spec_key = spec_builtin(path) or str(path)
     with _cache_lock:

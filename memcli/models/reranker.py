@@ -167,8 +167,9 @@ class Reranker:
         q = self._runner.tokenize(query, self._runner.n_ctx // 2)
         seqs = [self._pair(q, d) for d in documents]
         raw = [0.0] * len(seqs)
+        # The arms are done: a reranker's decodes have the cores to themselves (threads.py).
         for group in self._runner.pack([len(s) for s in seqs], self.token_budget):
-            out = self._runner.run([seqs[i] for i in group], 1)
+            out = self._runner.run([seqs[i] for i in group], 1, bulk=True)
             for i, value in zip(group, out[:, 0].tolist(), strict=True):
                 raw[i] = value
         return to_probabilities(raw)
