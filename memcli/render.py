@@ -243,6 +243,9 @@ def to_trace_table(
     )
     named = result.notes.get("speakers_named")
     lines.append(f"speakers named: {', '.join(named) if named else 'none'}")
+    vector_query = result.notes.get("vector_query")
+    if vector_query and vector_query != result.query:
+        lines.append(f"searched by the vectors of: the whole query and {vector_query!r}")
     emb = result.notes.get("embedder")
     if emb:
         fp = (emb["fingerprint"] or "")[:12]

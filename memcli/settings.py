@@ -64,6 +64,10 @@ class RecallSettings:
     # 1 + alpha/2 and everyone else's 1 - alpha/2; see recall/scoring.py. 0.4: fit on the dev
     # sets together, each held-out set gaining (bench/fit_fusion.py, bench/RESULTS.md).
     speaker_alpha: float = 0.4
+    # A query that names a speaker searches by the mean of its vector and its vector without
+    # the names, this share of the latter (0: the whole query only); see
+    # scoring.without_names.
+    unnamed_query_share: float = 0.5
     # Base score without a reranker: "fused" (share of the best fusion score) or "linear"
     # (the reference's 1 - 0.9 x rank / (n - 1)); see recall/rerank.py.
     synthetic: str = "fused"

@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from memcli import tokens
 from memcli.blocks import block_tokens, block_tokens_at_least
 from memcli.clock import local_to_utc, utc_to_local, utcnow
@@ -235,6 +237,16 @@ def _recall_once(
         if "temporal" in options.arms and window is not None
         else 0.0
     )
+    # The people (contexts) the query names, for the speaker boost, and so taken out of the
+    # text its vector is made from (scoring.without_names).
+    named = (
+        scoring.named_contexts(
+            query, store.facts.contexts_among(bank_id, scoring.query_spans(query))
+        )
+        if options.boosts
+        else frozenset()
+    )
+    vector_query = scoring.without_names(query, named) if named else query
     ctx = ArmContext(
         store,
         bank_id,
@@ -262,6 +274,7 @@ def _recall_once(
         store.vectors.has_vectors()
     )
     model: Any = None
+    whole_vec: Any = None  # the whole query's vector (the arms' may leave names out)
     scan: Any = None
     submitted: list[Future] = []
     try:
@@ -295,7 +308,18 @@ def _recall_once(
             # A query is embedded with the model's query rules (e5: "query: "), stored text
             # with its passage rules; a plain embed() callable has only the one.
             embed_query = getattr(model, "embed_query", None)
-            ctx.query_vec = embed_query(query) if embed_query else model.embed([query])[0]
+            whole_vec = embed_query(query) if embed_query else model.embed([query])[0]
+            ctx.query_vec = whole_vec
+            unnamed_share = settings.unnamed_query_share
+            if vector_query != query and unnamed_share > 0:
+                # The arms search by the whole query's vector and the one without the names
+                # it gives, averaged (scoring.without_names says why); the floor keeps the
+                # whole query's, on which it was calibrated.
+                unnamed = (
+                    embed_query(vector_query) if embed_query else model.embed([vector_query])[0]
+                )
+                mixed = unnamed_share * unnamed + (1.0 - unnamed_share) * whole_vec
+                ctx.query_vec = mixed / (float(np.linalg.norm(mixed)) or 1.0)
             timings["embed"] = time.perf_counter() - t0
         # A question about a time: the temporal arm runs beside the semantic arm, on a
         # second connection that searches with this one's scan of the bank's vectors (read
@@ -377,13 +401,6 @@ def _recall_once(
     timings["rerank"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    named = (
-        scoring.named_contexts(
-            query, store.facts.contexts_among(bank_id, scoring.query_spans(query))
-        )
-        if options.boosts
-        else frozenset()
-    )
     ranked = scoring.apply(candidates, now, window, settings, enabled=options.boosts, named=named)
     timings["scoring"] = time.perf_counter() - t0
 
@@ -403,11 +420,13 @@ def _recall_once(
             if window is not None and "temporal" in arms
             else set()
         )
+        # The floor was calibrated on whole queries' vectors.
+        floor_vec = whole_vec
         shown = floor.apply(
             store,
             bank_id,
             query,
-            ctx.query_vec,
+            floor_vec,
             ranked,
             applied,
             settings.keyword_cjk_terms,
@@ -451,6 +470,7 @@ def _recall_once(
             "rerank_cap": RERANK_CAPS[options.budget],
             "candidates_per_arm": limit,
             "speakers_named": sorted(named),
+            "vector_query": vector_query if whole_vec is not ctx.query_vec else query,
             "settings": settings.to_json(),
             "embedder": _embedder_note(model),
             "fusion_weights": {

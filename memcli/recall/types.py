@@ -230,6 +230,7 @@ def trace_obj(result: RecallResult) -> dict[str, Any]:
             for name, arm in result.arms.items()
         },
         "speakers_named": result.notes.get("speakers_named", []),
+        "vector_query": result.notes.get("vector_query"),
         "candidates": len(result.ranked),
         "rerank_cap": result.notes.get("rerank_cap"),
         "candidates_per_arm": result.notes.get("candidates_per_arm"),
