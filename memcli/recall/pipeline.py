@@ -246,7 +246,9 @@ def _recall_once(
         if options.boosts
         else frozenset()
     )
-    vector_query = scoring.without_names(query, named) if named else query
+    vector_query = (
+        scoring.without_names(query, named) if named and settings.unnamed_query_share > 0 else query
+    )
     ctx = ArmContext(
         store,
         bank_id,
@@ -307,18 +309,15 @@ def _recall_once(
             check_query_embedder(store, bank_id, model)
             # A query is embedded with the model's query rules (e5: "query: "), stored text
             # with its passage rules; a plain embed() callable has only the one.
-            embed_query = getattr(model, "embed_query", None)
-            whole_vec = embed_query(query) if embed_query else model.embed([query])[0]
-            ctx.query_vec = whole_vec
-            unnamed_share = settings.unnamed_query_share
-            if vector_query != query and unnamed_share > 0:
+            embed_query = getattr(model, "embed_query", None) or (lambda t: model.embed([t])[0])
+            whole_vec = ctx.query_vec = embed_query(query)
+            if vector_query != query:
                 # The arms search by the whole query's vector and the one without the names
                 # it gives, averaged (scoring.without_names says why); the floor keeps the
                 # whole query's, on which it was calibrated.
-                unnamed = (
-                    embed_query(vector_query) if embed_query else model.embed([vector_query])[0]
-                )
-                mixed = unnamed_share * unnamed + (1.0 - unnamed_share) * whole_vec
+                # (Not `share`: that name holds the query's time share, used by fusion below.)
+                part = settings.unnamed_query_share
+                mixed = part * embed_query(vector_query) + (1.0 - part) * whole_vec
                 ctx.query_vec = mixed / (float(np.linalg.norm(mixed)) or 1.0)
             timings["embed"] = time.perf_counter() - t0
         # A question about a time: the temporal arm runs beside the semantic arm, on a
@@ -470,7 +469,7 @@ def _recall_once(
             "rerank_cap": RERANK_CAPS[options.budget],
             "candidates_per_arm": limit,
             "speakers_named": sorted(named),
-            "vector_query": vector_query if whole_vec is not ctx.query_vec else query,
+            "vector_query": vector_query if whole_vec is not None else query,
             "settings": settings.to_json(),
             "embedder": _embedder_note(model),
             "fusion_weights": {
