@@ -301,6 +301,7 @@ RETAIN_SUMMARY_KEYS = (
     "duplicates",
     "invalid",
     "documents_replaced",
+    "speakers_from_text",
     "entities",
     "links",
     "batches",

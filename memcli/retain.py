@@ -37,6 +37,7 @@ from memcli.display import count, has_visible_text, one_line
 from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
+from memcli.speakers import assign_speakers
 from memcli.split import SplitFact, split_text, starts_with_cause
 from memcli.store import FACT_TYPES, InterruptedAfterCommit, StoreError, content_hash, iso
 from memcli.store.protocol import StoreProtocol
@@ -91,6 +92,8 @@ class RetainSummary:
     seconds: float = 0.0
     interrupted: bool = False
     stored: list[dict[str, Any]] = field(default_factory=list)
+    # Items whose speaker was read from their text ("Alice: ..."; speakers.py).
+    speakers_from_text: int = 0
 
     def line(self) -> str:
         parts = [f"{count(self.items, 'item')}", f"{count(self.facts, 'fact')} stored"]
@@ -100,6 +103,8 @@ class RetainSummary:
             parts.append(f"{count(self.invalid, 'invalid line')} skipped")
         if self.documents_replaced:
             parts.append(f"{count(self.documents_replaced, 'document')} replaced")
+        if self.speakers_from_text:
+            parts.append(f"{count(self.speakers_from_text, 'speaker')} read from the text")
         parts.append(f"{count(self.entities, 'new entity', 'new entities')}")
         parts.append(f"{count(self.links, 'link')}")
         rate = self.facts / self.seconds if self.seconds > 0 else 0.0
@@ -418,6 +423,8 @@ class Retainer:
             except RetainError as exc:
                 where = item.source_id or (f"item {number}" if len(items) > 1 else None)
                 raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
+        # "Alice: ..." lines of a conversation are Alice's (speakers.py says when).
+        self.summary.speakers_from_text = assign_speakers(items, self._known_contexts)
         try:
             self._stop_if_asked()
             with self.store.atomic():
@@ -445,6 +452,11 @@ class Retainer:
         finally:
             self.summary.seconds = _clock() - started
         return self.summary
+
+    def _known_contexts(self, names: list[str]) -> list[str]:
+        """Those of names that are contexts in the bank (none before it exists)."""
+        bank_id = self._bank_id or self.store.banks.bank_id(self.bank)
+        return self.store.facts.contexts_among(bank_id, names) if bank_id is not None else []
 
     def _stop_if_asked(self) -> None:
         """Raise Cancelled, before the next write, when the caller has given up."""

@@ -225,7 +225,15 @@ def _groups(docs: list[SourceDocument], size: int) -> Iterable[list[SourceDocume
 
 
 def _add(total: RetainSummary, part: RetainSummary) -> None:
-    for key in ("items", "facts", "duplicates", "documents_replaced", "entities", "links"):
+    for key in (
+        "items",
+        "facts",
+        "duplicates",
+        "documents_replaced",
+        "speakers_from_text",
+        "entities",
+        "links",
+    ):
         setattr(total, key, getattr(total, key) + getattr(part, key))
     total.batches += part.batches
     total.seconds += part.seconds

@@ -1,0 +1,163 @@
+"""Retain reads who said it from a transcript's "Name: text" lines (memcli/speakers.py), and
+recall then ranks such a transcript as it ranks the same talk given with its speakers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memcli.cli import app
+from memcli.recall import RecallOptions, recall
+from memcli.retain import Retainer, RetainItem
+from memcli.speakers import assign_speakers, split_label
+from memcli.store import Store
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Caroline: Hey Mel!", ("Caroline", "Hey Mel!")),
+        ("Jean-Luc Picard: Engage.", ("Jean-Luc Picard", "Engage.")),
+        ("Dr. Who: hello", ("Dr. Who", "hello")),
+        ("O'Neil :  fine", ("O'Neil", "fine")),
+        ("王磊：我今天很累", ("王磊", "我今天很累")),
+        ("Ärzte: ja", ("Ärzte", "ja")),
+        ("the plan: go", None),  # not capitalised
+        ("Mary Ann Lee Smith: hi", None),  # more than three words
+        ("10:30 stand-up", None),
+        ("https://example.com", None),
+        ("R2D2: beep", None),  # digits are no name
+        ("Alice:", None),  # nothing said
+        ("Alice:   ", None),
+        ("No colon here", None),
+    ],
+)
+def test_split_label(text: str, expected) -> None:
+    assert split_label(text) == expected
+
+
+def items(*texts: str, **fields) -> list[RetainItem]:
+    return [RetainItem(text=t, **fields) for t in texts]
+
+
+DIALOGUE = (
+    "Alice: I moved to Lisbon last spring.",
+    "Bob: Nice! Do you like it there?",
+    "Alice: I love the tiles and the light.",
+    "Bob: I'm learning Portuguese for my trip in May.",
+)
+
+
+def test_a_dialogue_gets_its_speakers() -> None:
+    given = items(*DIALOGUE)
+    assert assign_speakers(given, lambda names: []) == 4
+    assert [(i.context, i.text) for i in given] == [
+        ("Alice", "I moved to Lisbon last spring."),
+        ("Bob", "Nice! Do you like it there?"),
+        ("Alice", "I love the tiles and the light."),
+        ("Bob", "I'm learning Portuguese for my trip in May."),
+    ]
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        # one label, however often: a heading, not a dialogue
+        items("Note: buy milk", "Note: call mum", "Note: pay rent"),
+        # a story's repeated section headings (the same two lines twice, as in a haystack)
+        items(*["Night: MK is cold."] * 2, *["Morning: MK wakes."] * 2),
+        # labels on a few lines of many: no transcript
+        items(
+            "Alice: hi",
+            "Bob: hello",
+            "Alice: bye",
+            "Bob: see you",
+            *[f"plain line {n}" for n in range(6)],
+        ),
+        # items with a speaker of their own, or no conversation turns (a note's paragraphs)
+        items(*DIALOGUE, context="Maya"),
+        items(*DIALOGUE, lead_in=False),
+        items(*DIALOGUE, verbatim=True),
+    ],
+)
+def test_no_speaker_where_nothing_shows_one(given: list[RetainItem]) -> None:
+    before = [(i.context, i.text) for i in given]
+    assert assign_speakers(given, lambda names: []) == 0
+    assert [(i.context, i.text) for i in given] == before
+
+
+def test_a_single_line_gets_a_speaker_the_bank_knows() -> None:
+    one = items("alice: and I found a flat in Alfama.", "Note: water the plants")
+    asked: list[list[str]] = []
+
+    def known(names: list[str]) -> list[str]:
+        asked.append(names)
+        return ["Alice"]
+
+    # "alice" is lowercase: no name; "Note" is not a known context
+    assert assign_speakers(one, known) == 0
+    one = items("Alice: and I found a flat in Alfama.")
+    assert assign_speakers(one, known) == 1
+    assert (one[0].context, one[0].text) == ("Alice", "and I found a flat in Alfama.")
+
+
+TALK = [
+    ("Tim", "I'm learning German these days, the grammar is hard."),
+    ("John", "Tim, how was your weekend?"),
+    ("John", "Tim, are you coming to the game on Friday?"),
+    ("John", "I'm learning to cook Thai food."),
+    ("Tim", "My weekend was quiet, I read a lot."),
+    ("John", "Tim, did you finish that fantasy novel?"),
+]
+
+
+def mem(db: Path, *args: str):
+    return runner.invoke(app, ["--db", str(db), *args])
+
+
+def test_a_transcript_through_retain_jsonl_ranks_as_the_same_talk_with_speakers(tmp_path):
+    """The same talk retained twice by `mem retain --jsonl`: once with a context field, once
+    as "Name: text" lines. The stores hold the same memories and recall ranks them alike."""
+    with_context = tmp_path / "context.jsonl"
+    with_context.write_text(
+        "".join(json.dumps({"text": t, "context": who}) + "\n" for who, t in TALK)
+    )
+    in_text = tmp_path / "text.jsonl"
+    in_text.write_text("".join(json.dumps({"text": f"{who}: {t}"}) + "\n" for who, t in TALK))
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    r = mem(a, "retain", "--jsonl", str(with_context))
+    assert r.exit_code == 0, r.output
+    r = mem(b, "retain", "--jsonl", str(in_text))
+    assert r.exit_code == 0, r.output
+    assert "6 speakers read from the text" in r.output
+    for db in (a, b):
+        r = mem(db, "list", "--format", "json")
+        assert r.exit_code == 0, r.output
+    lists = [json.loads(mem(db, "list", "--format", "json").stdout) for db in (a, b)]
+    seen = [sorted((m["context"], m["text"]) for m in rows) for rows in lists]
+    assert seen[0] == seen[1] == sorted(TALK)
+    answers = []
+    for db in (a, b):
+        r = mem(db, "recall", "--format", "json", "Which language is Tim learning?")
+        assert r.exit_code == 0, r.output
+        out = json.loads(r.stdout)
+        answers.append([(m["context"], m["text"]) for m in out["results"]])
+    assert answers[0] == answers[1]
+    assert answers[1][0] == TALK[0]
+
+
+def test_the_next_line_retained_alone_gets_its_known_speaker(tmp_path, embedder):
+    with Store(tmp_path / "m.db") as store:
+        Retainer(store, "default", embedder).retain(items(*DIALOGUE))
+        summary = Retainer(store, "default", embedder).retain(
+            items("Bob: My teacher is from Porto.")
+        )
+        assert summary.speakers_from_text == 1
+        result = recall(store, "default", "Who is from Porto?", RecallOptions(), embedder=embedder)
+        top = result.results[0].fact
+        assert (top.context, top.text) == ("Bob", "My teacher is from Porto.")
