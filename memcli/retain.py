@@ -37,7 +37,7 @@ from memcli.display import count, has_visible_text, one_line
 from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
-from memcli.speakers import assign_speakers
+from memcli.speakers import assign_speakers, split_transcripts
 from memcli.split import SplitFact, split_text, starts_with_cause
 from memcli.store import FACT_TYPES, InterruptedAfterCommit, StoreError, content_hash, iso
 from memcli.store.protocol import StoreProtocol
@@ -423,8 +423,14 @@ class Retainer:
             except RetainError as exc:
                 where = item.source_id or (f"item {number}" if len(items) > 1 else None)
                 raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
-        # "Alice: ..." lines of a conversation are Alice's (speakers.py says when).
-        self.summary.speakers_from_text = assign_speakers(items, self._known_contexts)
+        # "Alice: ..." lines of a conversation are Alice's (speakers.py says when): a
+        # transcript in one text becomes its turns, then items that open with a name get it.
+        items, split = split_transcripts(items)
+        if split:
+            for item in items:
+                check_item(item)  # a turn is a part of a checked text: this cannot fail
+        given = assign_speakers(items, self._known_contexts)
+        self.summary.speakers_from_text = split + given
         try:
             self._stop_if_asked()
             with self.store.atomic():

@@ -16,11 +16,13 @@ story), so a label counts only where the input shows it is one:
 - a name the bank already knows as a context (the next lines of a conversation retained
   earlier, one at a time, as an agent retains them).
 Items that are no conversation turns (a note's paragraphs, an imported list: lead_in False)
-and items with a context of their own are left alone.
+and items with a context of their own are left alone. A transcript pasted as one text (its
+lines by the same rule) is first split into its turns, one item each (split_transcripts).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -72,6 +74,77 @@ def split_label(text: str) -> tuple[str, str] | None:
     return label, rest
 
 
+def is_transcript(labelled: Sequence[tuple[str, str]], total: int) -> bool:
+    """Whether (name, text) labels found on `total` lines or items make a transcript: at
+    least TRANSCRIPT_SHARE of them labelled, and DIALOGUE_SPEAKERS names that each open
+    TURNS_PER_SPEAKER different texts (a dialogue, not one heading repeated)."""
+    said: dict[str, set[str]] = {}
+    for name, rest in labelled:
+        said.setdefault(name, set()).add(rest.strip())
+    talkers = sum(1 for texts in said.values() if len(texts) >= TURNS_PER_SPEAKER)
+    return talkers >= DIALOGUE_SPEAKERS and len(labelled) >= TRANSCRIPT_SHARE * total
+
+
+def _candidate(item: Any) -> bool:
+    """A conversation item (lead_in) with no speaker of its own, not kept verbatim."""
+    return item.context is None and item.lead_in and not item.verbatim
+
+
+def transcript_turns(text: str) -> list[tuple[str | None, str]] | None:
+    """The turns of a text that is a transcript, one "Name: ..." line opening each (lines
+    without a label continue the turn above; lines before the first label are a turn of no
+    speaker), or None when its lines are no transcript."""
+    lines = text.splitlines()
+    found = [split_label(line) for line in lines]
+    labelled = [f for f in found if f is not None]
+    if len(labelled) < 2 or not is_transcript(labelled, sum(1 for ln in lines if ln.strip())):
+        return None
+    turns: list[tuple[str | None, str]] = []
+    name: str | None = None
+    said: list[str] = []
+
+    def close() -> None:
+        body = "\n".join(said).strip()
+        if body:
+            turns.append((name, body))
+
+    for line, label in zip(lines, found):
+        if label is None:
+            said.append(line)
+            continue
+        close()
+        name, said = label[0], [label[1]]
+    close()
+    return turns
+
+
+def split_transcripts(items: Sequence[Any]) -> tuple[list[Any], int]:
+    """The items with each one whose text is a whole transcript (a chat log pasted or read
+    from a file) replaced by one item per turn, its speaker as its context; and how many
+    turns got a speaker. The turns keep every other field of their item (its source, time,
+    document, tags), in order, so each is the next one's lead-in."""
+    out: list[Any] = []
+    given = 0
+    for item in items:
+        turns = transcript_turns(item.text) if _candidate(item) and "\n" in item.text else None
+        if turns is None:
+            out.append(item)
+            continue
+        for name, text in turns:
+            out.append(
+                dataclasses.replace(
+                    item,
+                    text=text,
+                    context=name,
+                    tags=list(item.tags),
+                    metadata=dict(item.metadata),
+                    mentions=dict(item.mentions),
+                )
+            )
+            given += name is not None
+    return out, given
+
+
 def assign_speakers(
     items: Sequence[Any],
     known_contexts: Callable[[list[str]], Iterable[str]],
@@ -80,30 +153,17 @@ def assign_speakers(
     with, where the call's items are a transcript or the bank knows that speaker; the item's
     text loses the label. `known_contexts(names)`: those of the names that are contexts in
     the bank (any case). Returns how many items got a speaker."""
-    labelled: list[tuple[Any, str, str]] = []
-    candidates = 0
-    for item in items:
-        if item.context is not None or not item.lead_in or item.verbatim:
-            continue
-        candidates += 1
-        found = split_label(item.text)
-        if found is not None:
-            labelled.append((item, *found))
+    candidates = [item for item in items if _candidate(item)]
+    labelled = [(item, *found) for item in candidates if (found := split_label(item.text))]
     if not labelled:
         return 0
-    texts: dict[str, set[str]] = {}
-    for _, name, rest in labelled:
-        texts.setdefault(name, set()).add(rest)
-    talkers = {name for name, said in texts.items() if len(said) >= TURNS_PER_SPEAKER}
-    transcript = (
-        len(talkers) >= DIALOGUE_SPEAKERS and len(labelled) >= TRANSCRIPT_SHARE * candidates
-    )
+    names = {name for _, name, _ in labelled}
     # In a transcript every label is a speaker (one who said a single line too).
-    speakers = set(texts) if transcript else set()
-    others = sorted(set(texts) - speakers)
-    if others:
-        known = {k.lower() for k in known_contexts(others)}
-        speakers |= {name for name in others if name.lower() in known}
+    if is_transcript([(name, rest) for _, name, rest in labelled], len(candidates)):
+        speakers = names
+    else:
+        known = {k.lower() for k in known_contexts(sorted(names))}
+        speakers = {name for name in names if name.lower() in known}
     given = 0
     for item, name, rest in labelled:
         if name in speakers:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from memcli.cli import app
 from memcli.recall import RecallOptions, recall
 from memcli.retain import Retainer, RetainItem
-from memcli.speakers import assign_speakers, split_label
+from memcli.speakers import assign_speakers, split_label, transcript_turns
 from memcli.store import Store
 
 runner = CliRunner()
@@ -161,3 +161,61 @@ def test_the_next_line_retained_alone_gets_its_known_speaker(tmp_path, embedder)
         result = recall(store, "default", "Who is from Porto?", RecallOptions(), embedder=embedder)
         top = result.results[0].fact
         assert (top.context, top.text) == ("Bob", "My teacher is from Porto.")
+
+
+CHAT = """Chat with Bob, 3 May
+Alice: I moved to Lisbon last spring.
+Bob: Nice! Do you like it there?
+Alice: I love the tiles
+and the light.
+
+Bob: I'm learning Portuguese for my trip in May.
+"""
+
+
+def test_transcript_turns() -> None:
+    assert transcript_turns(CHAT) == [
+        (None, "Chat with Bob, 3 May"),
+        ("Alice", "I moved to Lisbon last spring."),
+        ("Bob", "Nice! Do you like it there?"),
+        ("Alice", "I love the tiles\nand the light."),
+        ("Bob", "I'm learning Portuguese for my trip in May."),
+    ]
+    # a heading repeated, a note with one labelled line, a single line: no transcript
+    assert transcript_turns("Note: a\nNote: b\nNote: c") is None
+    assert transcript_turns("Shopping\nNote: buy milk\neggs\nbread") is None
+    assert transcript_turns("Alice: hi") is None
+
+
+def test_a_transcript_given_as_one_text_becomes_its_turns(tmp_path) -> None:
+    """Pasted on stdin (`mem retain -`), a chat log is one turn a memory, each its speaker's;
+    a file given with --file is a note (its name the context) and stays whole."""
+    db = tmp_path / "m.db"
+    r = runner.invoke(app, ["--db", str(db), "retain", "-"], input=CHAT)
+    assert r.exit_code == 0, r.output
+    assert "5 items, 5 facts stored, 4 speakers read from the text" in r.output
+    rows = json.loads(mem(db, "list", "--format", "json").stdout)
+    assert sorted((m["context"] or "", m["text"]) for m in rows) == sorted(
+        [
+            ("", "Chat with Bob, 3 May"),
+            ("Alice", "I moved to Lisbon last spring."),
+            ("Bob", "Nice! Do you like it there?"),
+            ("Alice", "I love the tiles and the light."),  # a fact's spaces, as ever
+            ("Bob", "I'm learning Portuguese for my trip in May."),
+        ]
+    )
+    r = mem(db, "recall", "--format", "json", "What is Bob learning?")
+    top = json.loads(r.stdout)["results"][0]
+    assert (top["context"], top["text"]) == ("Bob", "I'm learning Portuguese for my trip in May.")
+    # the same text again: every turn is a duplicate, nothing new is stored
+    r = runner.invoke(app, ["--db", str(db), "retain", "-"], input=CHAT)
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(mem(db, "list", "--format", "json").stdout)) == 5
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT)
+    other = tmp_path / "o.db"
+    r = mem(other, "retain", "--file", str(chat))
+    assert r.exit_code == 0, r.output
+    assert "speaker" not in r.output
+    (row,) = json.loads(mem(other, "list", "--format", "json").stdout)
+    assert row["context"] == "chat"
