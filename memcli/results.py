@@ -65,6 +65,7 @@ class StoredFact(_Result):
     id: int
     source_id: str | None
     document_id: str | None
+    context: str | None
     text: str
     type: str
     mentioned_at: str
@@ -92,6 +93,8 @@ class RetainSummary(_Result):
     batches: int
     seconds: float
     interrupted: bool
+    # Items whose speaker was read from their text ("Alice: ..."; memcli/speakers.py).
+    speakers_from_text: int = 0
 
 
 @dataclass

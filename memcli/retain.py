@@ -37,7 +37,7 @@ from memcli.display import count, has_visible_text, one_line
 from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
-from memcli.speakers import assign_speakers, split_transcripts
+from memcli.speakers import read_speakers
 from memcli.split import SplitFact, split_text, starts_with_cause
 from memcli.store import FACT_TYPES, InterruptedAfterCommit, StoreError, content_hash, iso
 from memcli.store.protocol import StoreProtocol
@@ -104,7 +104,7 @@ class RetainSummary:
         if self.documents_replaced:
             parts.append(f"{count(self.documents_replaced, 'document')} replaced")
         if self.speakers_from_text:
-            parts.append(f"{count(self.speakers_from_text, 'speaker')} read from the text")
+            parts.append(f"speakers read from the text of {count(self.speakers_from_text, 'item')}")
         parts.append(f"{count(self.entities, 'new entity', 'new entities')}")
         parts.append(f"{count(self.links, 'link')}")
         rate = self.facts / self.seconds if self.seconds > 0 else 0.0
@@ -423,14 +423,12 @@ class Retainer:
             except RetainError as exc:
                 where = item.source_id or (f"item {number}" if len(items) > 1 else None)
                 raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
-        # "Alice: ..." lines of a conversation are Alice's (speakers.py says when): a
-        # transcript in one text becomes its turns, then items that open with a name get it.
-        items, split = split_transcripts(items)
-        if split:
-            for item in items:
-                check_item(item)  # a turn is a part of a checked text: this cannot fail
-        given = assign_speakers(items, self._known_contexts)
-        self.summary.speakers_from_text = split + given
+        # "Alice: ..." lines of a conversation are Alice's (speakers.py says when).
+        given = {id(item) for item in items}
+        items, self.summary.speakers_from_text = read_speakers(items)
+        for item in items:
+            if id(item) not in given:
+                check_item(item)  # a part of a checked item: this cannot fail
         try:
             self._stop_if_asked()
             with self.store.atomic():
@@ -458,11 +456,6 @@ class Retainer:
         finally:
             self.summary.seconds = _clock() - started
         return self.summary
-
-    def _known_contexts(self, names: list[str]) -> list[str]:
-        """Those of names that are contexts in the bank (none before it exists)."""
-        bank_id = self._bank_id or self.store.banks.bank_id(self.bank)
-        return self.store.facts.contexts_among(bank_id, names) if bank_id is not None else []
 
     def _stop_if_asked(self) -> None:
         """Raise Cancelled, before the next write, when the caller has given up."""
@@ -750,6 +743,7 @@ class Retainer:
                         "id": fact_id,
                         "source_id": p.item.source_id,
                         "document_id": p.item.document_id,
+                        "context": p.item.context,
                         "text": p.text,
                         "type": p.fact_type,
                         "mentioned_at": iso(p.mentioned_at),

@@ -9,25 +9,34 @@ LoCoMo with the speakers only in the text, R@10 / MRR fell from 0.816 / 0.668 to
 its text, as if the caller had given the speaker.
 
 A colon after a capitalised word is no proof of a speaker ("Note: ...", "Night: ..." in a
-story), so a label counts only where the input shows it is one:
-- a transcript: at least half the call's items with no context open with a label
-  (TRANSCRIPT_SHARE), and at least two labels each open two items of different text (a
-  dialogue, not one heading repeated); then each of its labels is a speaker; or
-- a name the bank already knows as a context (the next lines of a conversation retained
-  earlier, one at a time, as an agent retains them).
-Items that are no conversation turns (a note's paragraphs, an imported list: lead_in False)
-and items with a context of their own are left alone. A transcript pasted as one text (its
-lines by the same rule) is first split into its turns, one item each (split_transcripts).
+story, "Monday: dentist"), so a label is a speaker only where the input itself shows it:
+- the call's items with no context are a transcript: at least half of them open with a name
+  label (TRANSCRIPT_SHARE), and at least two names each open two items of different text (a
+  dialogue, not one heading repeated); each such name (a talker) is then a speaker;
+- a text that holds a whole transcript (a chat log pasted as one text) is split into its
+  turns first, by the same rule over its lines (split_transcripts).
+More than two names that always follow one another in the same order are the fields of
+repeated records ("Title: ... Details: ... Title: ..."), not people talking.
+Only the input decides, never what the bank holds: the same lines read the same way at every
+retain, so retaining them again finds the duplicates. A name is one to three capitalised words
+(not all capitals: "ERROR:", "TODO:", "Q:" are markers) or a run of CJK letters, and not a
+time ("Monday:", "Yesterday:"). Items that are no conversation turns (a note's paragraphs, an
+imported list: lead_in False), items kept verbatim and items with a context of their own are
+left alone, as is an item whose later lines open with another name (two people's words).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from memcli.lang import script_of
+from memcli.display import has_visible_text
+from memcli.lang import CJK_SCRIPTS, script_of
 
 # "Name: text" (or the full-width colon of CJK text), the label at most MAX_LABEL characters.
 MAX_LABEL = 40
@@ -35,31 +44,41 @@ MAX_LABEL_WORDS = 3
 _LABEL = re.compile(rf"[ \t]*([^\s:：][^:：\n]{{0,{MAX_LABEL - 1}}}?)[ \t]*[:：][ \t]*(?=\S)")
 # Characters a name may hold besides letters: "O'Neil", "Jean-Luc", "Dr. Smith".
 _NAME_MARKS = frozenset(".'’-")
-# A transcript: this many distinct labels, each opening this many items of different text,
-# and at least this share of the call's candidate items labelled.
+# A transcript: this many names, each opening this many items (or lines) of different text,
+# and at least this share of the items (lines) labelled.
 DIALOGUE_SPEAKERS = 2
 TURNS_PER_SPEAKER = 2
 TRANSCRIPT_SHARE = 0.5
+# More speakers than two following one another in a fixed order this often are records.
+CYCLE_SHARE = 0.9
+# Any fixed day: a label is a time if the time parser reads one in it at all.
+_SOME_DAY = datetime(2000, 1, 1)
 
 
-def _is_name(label: str) -> bool:
-    """One to three words of letters, each opening with a capital (Latin and other cased
-    scripts), or a run of CJK letters (no case, no spaces)."""
+@lru_cache(maxsize=4096)
+def is_name(label: str) -> bool:
+    """One to three words of letters, each opening with a capital and not all capitals
+    (Latin and other cased scripts), or a run of CJK letters (no case, no spaces); and no
+    time ("Monday", "Yesterday", "Dec 3")."""
     words = label.split()
     if not 1 <= len(words) <= MAX_LABEL_WORDS:
         return False
+    cased = []
     for word in words:
         if not all(ch.isalpha() or ch in _NAME_MARKS for ch in word):
             return False
-        first = word[0]
-        script = script_of(first)
-        if script in ("han", "kana", "hangul"):
+        if script_of(word[0]) in CJK_SCRIPTS:
             if len(words) > 1:
                 return False
             continue
-        if not first.isupper():
+        if not word[0].isupper():
             return False
-    return True
+        cased.append(word)
+    if cased and all(w.isupper() for w in cased):
+        return False
+    from memcli.timeparse import extract_fact_time
+
+    return extract_fact_time(label, _SOME_DAY) is None
 
 
 def split_label(text: str) -> tuple[str, str] | None:
@@ -69,20 +88,36 @@ def split_label(text: str) -> tuple[str, str] | None:
         return None
     label = match.group(1).strip()
     rest = text[match.end() :]
-    if not label or not _is_name(label) or not rest.strip():
+    if not label or not has_visible_text(rest) or not is_name(label):
         return None
     return label, rest
 
 
-def is_transcript(labelled: Sequence[tuple[str, str]], total: int) -> bool:
-    """Whether (name, text) labels found on `total` lines or items make a transcript: at
-    least TRANSCRIPT_SHARE of them labelled, and DIALOGUE_SPEAKERS names that each open
-    TURNS_PER_SPEAKER different texts (a dialogue, not one heading repeated)."""
+def talkers(labelled: Sequence[tuple[str, str]], total: int) -> set[str]:
+    """The speakers of (name, text) labels found on `total` items or lines, when they make a
+    transcript (the module's rule): the names that open TURNS_PER_SPEAKER different texts.
+    Empty when they make none."""
     said: dict[str, set[str]] = {}
     for name, rest in labelled:
         said.setdefault(name, set()).add(rest.strip())
-    talkers = sum(1 for texts in said.values() if len(texts) >= TURNS_PER_SPEAKER)
-    return talkers >= DIALOGUE_SPEAKERS and len(labelled) >= TRANSCRIPT_SHARE * total
+    names = {name for name, texts in said.items() if len(texts) >= TURNS_PER_SPEAKER}
+    if len(names) < DIALOGUE_SPEAKERS or len(labelled) < TRANSCRIPT_SHARE * total:
+        return set()
+    if len(names) > DIALOGUE_SPEAKERS and _fixed_cycle([name for name, _ in labelled]):
+        return set()  # records ("Title: ... Details: ... Title: ..."), not people talking
+    return names
+
+
+def _fixed_cycle(order: Sequence[str]) -> bool:
+    """Whether each label is followed by the same next one (nearly) every time: the fields of
+    repeated records. Three people talking seldom keep to one order (two always alternate,
+    which is why only more than DIALOGUE_SPEAKERS are asked about)."""
+    after: dict[str, Counter[str]] = {}
+    for a, b in zip(order, order[1:]):
+        after.setdefault(a, Counter())[b] += 1
+    steps = sum(sum(c.values()) for c in after.values())
+    usual = sum(c.most_common(1)[0][1] for c in after.values())
+    return steps > 0 and usual >= CYCLE_SHARE * steps
 
 
 def _candidate(item: Any) -> bool:
@@ -91,13 +126,15 @@ def _candidate(item: Any) -> bool:
 
 
 def transcript_turns(text: str) -> list[tuple[str | None, str]] | None:
-    """The turns of a text that is a transcript, one "Name: ..." line opening each (lines
+    """The turns of a text that is a transcript, each labelled line opening one (lines
     without a label continue the turn above; lines before the first label are a turn of no
-    speaker), or None when its lines are no transcript."""
+    speaker): (its speaker, its text), or (None, the line as written) for a label that is no
+    talker's. None when the text is no transcript."""
     lines = text.splitlines()
     found = [split_label(line) for line in lines]
     labelled = [f for f in found if f is not None]
-    if len(labelled) < 2 or not is_transcript(labelled, sum(1 for ln in lines if ln.strip())):
+    speakers = talkers(labelled, sum(1 for line in lines if line.strip()))
+    if not speakers:
         return None
     turns: list[tuple[str | None, str]] = []
     name: str | None = None
@@ -105,7 +142,7 @@ def transcript_turns(text: str) -> list[tuple[str | None, str]] | None:
 
     def close() -> None:
         body = "\n".join(said).strip()
-        if body:
+        if has_visible_text(body):
             turns.append((name, body))
 
     for line, label in zip(lines, found):
@@ -113,16 +150,40 @@ def transcript_turns(text: str) -> list[tuple[str | None, str]] | None:
             said.append(line)
             continue
         close()
-        name, said = label[0], [label[1]]
+        if label[0] in speakers:
+            name, said = label[0], [label[1]]
+        else:
+            name, said = None, [line]
     close()
     return turns
 
 
+def _one_speaker(text: str, name: str) -> bool:
+    """No later line of text opens with another name: it is all one person's words."""
+    for line in text.splitlines()[1:]:
+        found = split_label(line)
+        if found is not None and found[0] != name:
+            return False
+    return True
+
+
+def _said_by(item: Any, name: str | None, text: str) -> Any:
+    """A copy of item with this speaker and text (its lists and dicts copied too)."""
+    return dataclasses.replace(
+        item,
+        text=text,
+        context=name,
+        tags=list(item.tags),
+        metadata=dict(item.metadata),
+        mentions=dict(item.mentions),
+    )
+
+
 def split_transcripts(items: Sequence[Any]) -> tuple[list[Any], int]:
-    """The items with each one whose text is a whole transcript (a chat log pasted or read
-    from a file) replaced by one item per turn, its speaker as its context; and how many
-    turns got a speaker. The turns keep every other field of their item (its source, time,
-    document, tags), in order, so each is the next one's lead-in."""
+    """The items with each one whose text is a whole transcript (a chat log pasted as one
+    text) replaced by one item per turn, its speaker as its context; and how many turns got
+    a speaker. The turns keep every other field of their item (its source, time, document,
+    tags), in order, so each is the next one's lead-in."""
     out: list[Any] = []
     given = 0
     for item in items:
@@ -131,42 +192,21 @@ def split_transcripts(items: Sequence[Any]) -> tuple[list[Any], int]:
             out.append(item)
             continue
         for name, text in turns:
-            out.append(
-                dataclasses.replace(
-                    item,
-                    text=text,
-                    context=name,
-                    tags=list(item.tags),
-                    metadata=dict(item.metadata),
-                    mentions=dict(item.mentions),
-                )
-            )
+            out.append(_said_by(item, name, text))
             given += name is not None
     return out, given
 
 
-def assign_speakers(
-    items: Sequence[Any],
-    known_contexts: Callable[[list[str]], Iterable[str]],
-) -> int:
-    """Give each conversation item (lead_in True) with no context the speaker its text opens
-    with, where the call's items are a transcript or the bank knows that speaker; the item's
-    text loses the label. `known_contexts(names)`: those of the names that are contexts in
-    the bank (any case). Returns how many items got a speaker."""
-    candidates = [item for item in items if _candidate(item)]
-    labelled = [(item, *found) for item in candidates if (found := split_label(item.text))]
-    if not labelled:
-        return 0
-    names = {name for _, name, _ in labelled}
-    # In a transcript every label is a speaker (one who said a single line too).
-    if is_transcript([(name, rest) for _, name, rest in labelled], len(candidates)):
-        speakers = names
-    else:
-        known = {k.lower() for k in known_contexts(sorted(names))}
-        speakers = {name for name in names if name.lower() in known}
-    given = 0
-    for item, name, rest in labelled:
-        if name in speakers:
-            item.context, item.text = name, rest
+def read_speakers(items: Sequence[Any]) -> tuple[list[Any], int]:
+    """The call's items with the speakers their text shows (the module's rule) as their
+    context and the labels out of their text, as new items (the caller's are not changed);
+    and how many items got a speaker."""
+    out, given = split_transcripts(items)
+    candidates = [i for i, item in enumerate(out) if _candidate(item)]
+    labelled = [(i, *found) for i in candidates if (found := split_label(out[i].text))]
+    speakers = talkers([(name, rest) for _, name, rest in labelled], len(candidates))
+    for i, name, rest in labelled:
+        if name in speakers and _one_speaker(rest, name):
+            out[i] = _said_by(out[i], name, rest)
             given += 1
-    return given
+    return out, given
