@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from memcli.cli import app
 from memcli.retain import RetainItem
 from memcli.speakers import read_speakers, split_label, transcript_turns
+from tests.test_named_query import TALK  # one talk, where Tim's name misled the vector
 
 runner = CliRunner()
 
@@ -102,16 +103,6 @@ def test_no_speaker_where_nothing_shows_one(given: list[RetainItem]) -> None:
     read, count = read_speakers(given)
     assert count == 0
     assert [(i.context, i.text) for i in read] == [(i.context, i.text) for i in given]
-
-
-TALK = [
-    ("Tim", "I'm learning German these days, the grammar is hard."),
-    ("John", "Tim, how was your weekend?"),
-    ("John", "Tim, are you coming to the game on Friday?"),
-    ("John", "I'm learning to cook Thai food."),
-    ("Tim", "My weekend was quiet, I read a lot."),
-    ("John", "Tim, did you finish that fantasy novel?"),
-]
 
 
 def mem(db: Path, *args: str):
