@@ -42,7 +42,7 @@ def test_the_floor_comes_from_the_model_or_the_setting(embedder):
         name = "someone-elses-model"
 
     assert floor_for(Unknown(), RecallSettings()) is None
-    assert floor_for(Unknown(), RecallSettings(floor_cosine=0.2)) == Floor(0.2, 1.0)
+    assert floor_for(Unknown(), RecallSettings(floor_cosine=0.2)) == Floor(0.2, 1.0, 1.0)
 
 
 def test_below_the_floor_nothing_is_shown(store, remember, embedder):
@@ -55,6 +55,35 @@ def test_below_the_floor_nothing_is_shown(store, remember, embedder):
     assert far.ranked, "candidates were found"
     assert far.passed is False and far.results == []
     assert all(c.relevance < 1.0 for c in far.ranked[:10])
+
+
+def test_below_the_floor_a_share_of_it_shows_once_the_question_passes(store, remember, embedder):
+    """floor_item_share < 1: a question about something said (one candidate reaches the
+    floor) shows the others down to that share of it; a question about nothing still gets
+    nothing."""
+    remember([RetainItem(t, timestamp=NOW) for t in NOTES])
+    query = "When is my dentist appointment?"
+    strict = ask(store, embedder, query, floor_cosine=0.45)
+    relevances = sorted(c.relevance for c in strict.ranked[:10])
+    # a floor share between two candidates' relevances below the floor lets the upper one in
+    lower, upper = [r for r in relevances if r < 1.0][-2:]
+    share = (lower + upper) / 2
+    loose = ask(store, embedder, query, floor_cosine=0.45, floor_item_share=share)
+    assert loose.floor.item == share and loose.floor.to_json()["item"] == share
+    assert len(loose.results) == len(strict.results) + 1
+    assert min(c.relevance for c in loose.results) == upper
+    assert [c.fact_id for c in loose.results[: len(strict.results)]] == [
+        c.fact_id for c in strict.results
+    ]
+    far = ask(store, embedder, "At what temperature does bread boil?", floor_cosine=0.45)
+    far_loose = ask(
+        store,
+        embedder,
+        "At what temperature does bread boil?",
+        floor_cosine=0.45,
+        floor_item_share=0.01,
+    )
+    assert far.results == far_loose.results == [] and far_loose.passed is False
 
 
 def test_an_exact_keyword_match_passes_on_its_words(store, remember, embedder):

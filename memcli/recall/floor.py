@@ -15,7 +15,9 @@ enough to the query to count as about it? A candidate passes when
 Its relevance is the larger of the two as a share of its floor, so 1.0 is the floor itself
 and `passes` is relevance >= 1. Candidates below it are not shown; a question none of whose
 candidates passes gets no memories (an agent then says it does not know, instead of
-answering from the least bad ones). `--min-score` replaces the floor.
+answering from the least bad ones). The setting floor_item_share (default 1) shows, once one
+candidate passes, the others down to that share of the floor: the near misses of a question
+about something said (bench/shown_metrics.py). `--min-score` replaces the floor.
 
 A model whose floor is not known (a GGUF the user brought) has none: its cosines are on a
 scale nobody measured.
@@ -48,9 +50,10 @@ class Floor:
 
     cosine: float
     keyword: float
+    item: float = 1.0
 
     def to_json(self) -> dict[str, float]:
-        return {"cosine": self.cosine, "keyword": self.keyword}
+        return {"cosine": self.cosine, "keyword": self.keyword, "item": self.item}
 
 
 def floor_for(model: Any, settings: Any) -> Floor | None:
@@ -62,7 +65,9 @@ def floor_for(model: Any, settings: Any) -> Floor | None:
         cosine = COSINE_FLOORS.get(name) if name else None
     if cosine is None:
         return None
-    return Floor(float(cosine), float(settings.floor_keyword_coverage))
+    return Floor(
+        float(cosine), float(settings.floor_keyword_coverage), float(settings.floor_item_share)
+    )
 
 
 def apply(
@@ -108,7 +113,9 @@ def apply(
             share = coverage.get(c.fact_id, 0.0)
             if floor.keyword > 0:
                 c.relevance = max(c.relevance, share / floor.keyword)
-    return [c for c in head if c.relevance >= 1.0]
+    if not any(c.relevance >= 1.0 for c in head):
+        return []
+    return [c for c in head if c.relevance >= floor.item]
 
 
 def term_coverage(
