@@ -113,7 +113,8 @@ def test_summary_shape_and_counts(full):
     assert counts["scored:item"] == 4
     assert counts["skipped:no-gold"] == 1
     assert counts["cases"] == 1 and counts["items"] == len(ITEMS)
-    assert list(full["levels"]) == ["item"]  # session level is LongMemEval's protocol only
+    # session level is LongMemEval's protocol only; "shown" scores what recall printed
+    assert list(full["levels"]) == ["item", "shown"]
     item = full["levels"]["item"]
     assert item["overall"]["n"] == 4
     assert set(item["categories"]) == {"keyword", "multi", "single"}
@@ -324,3 +325,17 @@ def test_every_default_setting_passes_its_own_check():
     defaults = RecallSettings()
     given = {f.name: getattr(defaults, f.name) for f in fields(RecallSettings)}
     assert recall_settings(given) == defaults
+
+
+def test_the_shown_level_scores_what_recall_printed(dataset, embedder, full):
+    """ "shown" is the item level over the printed results: with room for everything it
+    keeps every gold the ranking has in its top 10 (this set has no floor cut); with room
+    for one memory, a question of two gold items can show only one."""
+    item, shown = full["levels"]["item"], full["levels"]["shown"]
+    assert shown["overall"]["n"] == item["overall"]["n"] == 4
+    assert shown["overall"]["metrics"]["recall@10"] == item["overall"]["metrics"]["recall@10"]
+    one = run(dataset, embedder, max_tokens=40)
+    printed = {r["id"]: r["kept"] for r in one["questions"] if "kept" in r}
+    assert max(printed.values()) == 1
+    multi = one["levels"]["shown"]["categories"]["multi"]["metrics"]["recall@10"]
+    assert multi <= 0.5 < one["levels"]["item"]["categories"]["multi"]["metrics"]["recall@10"]

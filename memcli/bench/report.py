@@ -13,7 +13,9 @@ Shape (all metric values are means in [0, 1] unless noted)::
                  "scored": 760,      # "skipped:category-5", "skipped:no-gold", "cases"
                  "skipped:category-5": 237},
       "levels": {                    # "item" always; "session" for LongMemEval; "raw-floor"
-                                     # for lme (one vector per session, cosine only)
+                                     # for lme (one vector per session, cosine only);
+                                     # "shown" / "session shown": the same scored over
+                                     # what recall printed (after the floor and budget)
         "item": {
           "overall":    ROW,
           "categories": {"1": ROW, "2": ROW, ...},      # numeric names sorted numerically
@@ -164,7 +166,7 @@ def format_table(summary: Mapping[str, Any]) -> str:
             lines.append("")
         if len(levels) > 1:
             lines.append(f"level: {name}")
-        lines += _level_table(level, ks, every_hit=name != "item")
+        lines += _level_table(level, ks, every_hit=name not in ("item", "shown"))
     for key, what in (("losses", "gold items"), ("session_losses", "gold sessions")):
         split = summary.get(key) or {}
         overall = split.get("overall") or {}

@@ -567,6 +567,9 @@ class _Scorer:
                 distractor_k=opts.loss_k,
             )
             self.agg.add(metrics, category)
+            # The same over what recall printed (after the floor and the budget): what a
+            # caller of `mem recall` sees.
+            self.agg.add(question_metrics(kept, gold, ks), category, level="shown")
             self.agg.count("scored:item")
             for arm, values in _arm_metrics(arm_lists, gold, ks).items():
                 self.agg.add_arm(arm, values)
@@ -605,6 +608,7 @@ class _Scorer:
             cands_s = {s for c in candidates if (s := session_of.get(c)) is not None}
             metrics_s = question_metrics(ranked_s, gold_s, ks, candidates=cands_s, kept=kept_s)
             self.agg.add(metrics_s, category, level="session")
+            self.agg.add(question_metrics(kept_s, gold_s, ks), category, level="session shown")
             self.agg.count("scored:session")
             top_s = ranked_s[: opts.loss_k]
             kept_s_set = set(kept_s)
