@@ -184,7 +184,7 @@ def test_final_score_is_the_product_of_base_and_boosts():
     c = Candidate(1, {}, {}, base=0.8)
     c.fact = fact(fact_type="observation", proof_count=3, mentioned_at=datetime(2026, 11, 20))
     scoring.apply([c], now, None, RecallSettings())
-    recency = 1 + 0.2 * (1.0 - 0.5)
+    recency = 1 + RecallSettings().recency_alpha * (1.0 - 0.5)
     temporal = 1.0
     proof = 1 + 0.1 * (0.5 + math.log(3) / 10 - 0.5)
     assert c.final == pytest.approx(0.8 * recency * temporal * proof)
