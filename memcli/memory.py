@@ -341,7 +341,10 @@ class Memory:
         (closing its validity). `append`: add the items to their documents instead of
         replacing them. `hints`: name the older facts each new one may supersede. Nothing is
         written when any item is bad. `cancelled()`: asked before each write transaction and
-        while embedding; once true the call raises Cancelled, having written nothing more."""
+        while embedding; once true the call raises Cancelled, having written nothing more.
+        Items of a transcript ("Alice: ..." lines, no context given) get their speakers as
+        context, and a chat log given as one text is split into its turns (memcli/speakers.py);
+        the items passed in are not changed."""
         from memcli.ingest import item_from_json, items_from_text
         from memcli.retain import RetainError, RetainItem, check_item
 
