@@ -344,7 +344,7 @@ class Memory:
         while embedding; once true the call raises Cancelled, having written nothing more.
         Items of a transcript ("Alice: ..." lines, no context given) get their speakers as
         context, and a chat log given as one text is split into its turns (memcli/speakers.py);
-        the items passed in are not changed."""
+        the speakers are set on copies, not on the items passed in."""
         from memcli.ingest import item_from_json, items_from_text
         from memcli.retain import RetainError, RetainItem, check_item
 
