@@ -160,13 +160,14 @@ def main() -> None:
     args = parser.parse_args()
     sets = [s for s in args.sets.split(",") if s]
     questions = dump(args.stores, sets)
-    names = [f for f in args.features.split(",") if f] or sorted(questions[0]["rows"][0][2])
+    first = next(q["rows"][0][2] for q in questions if q["rows"])
+    names = [f for f in args.features.split(",") if f] or sorted(first)
     qs = []
     for q in questions:
-        if q["rows"]:
-            x = np.array([[r[2][n] for n in names] for r in q["rows"]], dtype=np.float64)
-            y = np.array([label(q, r[0], r[1]) for r in q["rows"]], dtype=bool)
-            qs.append((q, x, y))
+        # A question with no candidates counts (as zeros), as mem bench counts it.
+        x = np.array([[r[2][n] for n in names] for r in q["rows"]], dtype=np.float64)
+        y = np.array([label(q, r[0], r[1]) for r in q["rows"]], dtype=bool)
+        qs.append((q, x.reshape(len(q["rows"]), len(names)), y))
     base = evaluate(qs)
     print("features:", ", ".join(names))
     for held in sets:

@@ -47,7 +47,7 @@ _mem() {
             esac
             ;;
         "retain")
-            opts="--file -f --jsonl --at --context --tag --type --document --skip-invalid --append --format --json --supersedes --embedder"
+            opts="--file -f --jsonl --at --context --tag --type --document --skip-invalid --append --no-speakers --format --json --supersedes --embedder"
             case "$prev" in
                 --file|-f) files=1 ;;
                 --jsonl) choices=__value__ ;;

@@ -53,6 +53,7 @@ complete -c mem -n '__mem_path retain' -l type -x -a 'world experience observati
 complete -c mem -n '__mem_path retain' -l document -x -d 'Document id: retaining it again replaces it.'
 complete -c mem -n '__mem_path retain' -l skip-invalid -d 'Skip bad JSONL lines instead of failing.'
 complete -c mem -n '__mem_path retain' -l append -d 'Add the items to their existing documents instead of replacing them.'
+complete -c mem -n '__mem_path retain' -l no-speakers -d 'Keep \'Name: ...\' lines as written: read no speakers from a transcript.'
 complete -c mem -n '__mem_path retain' -l format -x -a 'text json' -d 'text or json.'
 complete -c mem -n '__mem_path retain' -l json -d 'The same as --format json.'
 complete -c mem -n '__mem_path retain' -l supersedes -x -d 'This corrects fact ID: close its validity.'

@@ -224,6 +224,13 @@ def retain(
             help="Add the items to their existing documents instead of replacing them.",
         ),
     ] = False,
+    no_speakers: Annotated[
+        bool,
+        typer.Option(
+            "--no-speakers",
+            help="Keep 'Name: ...' lines as written: read no speakers from a transcript.",
+        ),
+    ] = False,
     output: FormatTextJson = None,
     as_json: JsonFlag = False,
     supersedes: Annotated[
@@ -318,6 +325,7 @@ def retain(
             hints=as_json,
             invalid=invalid,
             progress=advance,
+            speakers=not no_speakers,
         )
     memory.close()
     for label in result.unchanged:

@@ -179,6 +179,13 @@ def _starters() -> frozenset[str]:
     return frozenset(general | _OPENERS)
 
 
+def is_ordinary_word(word: str) -> bool:
+    """Whether a capitalised word is an ordinary English word, not a name ("Date", "Answer",
+    "Note", "You"): the sentence starters above. Names that are common words ("Will", "May")
+    count as ordinary."""
+    return word.lower() in _starters()
+
+
 _ADVERB_ENDINGS = (
     "ally", "fully", "ously", "ively", "ately", "ingly", "edly", "ently", "antly", "ibly",
     "ably", "tly",

@@ -201,7 +201,8 @@ def build_server(memory: Any) -> Any:
         name="retain",
         description="Remember a piece of text (a note, a decision, a dialog turn). It is split "
         "into facts with their entities and dates, linked and embedded; a chat log of "
-        "'Name: ...' lines is stored one turn a fact, each its speaker's. Returns the facts "
+        "'Name: ...' lines (two or more people, two lines each) is stored one turn a fact, "
+        "each its speaker's; give `context` for a single turn. Returns the facts "
         "stored, each with its id; `possibly_supersedes` names older facts of the same speaker "
         "that a new one nearly repeats (it may correct them: then call `correct`, or retain "
         "with `supersedes`). Nothing is ever replaced or deleted by retain.",

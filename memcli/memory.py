@@ -334,6 +334,7 @@ class Memory:
         invalid: int = 0,
         progress: Callable[[int], None] | None = None,
         cancelled: Callable[[], bool] | None = None,
+        speakers: bool = True,
     ) -> RetainResult:
         """Remember `text` and/or `items` (RetainItem objects, or dicts of the JSONL keys:
         id, text, timestamp, context, tags, type, document_id, metadata). The keyword
@@ -343,8 +344,9 @@ class Memory:
         written when any item is bad. `cancelled()`: asked before each write transaction and
         while embedding; once true the call raises Cancelled, having written nothing more.
         Items of a transcript ("Alice: ..." lines, no context given) get their speakers as
-        context, and a chat log given as one text is split into its turns (memcli/speakers.py);
-        the speakers are set on copies, not on the items passed in."""
+        context, and a chat log given as one text is split into its turns (memcli/speakers.py;
+        `speakers=False` keeps every text as written; a correction is never split); the
+        speakers are set on copies, not on the items passed in."""
         from memcli.ingest import item_from_json, items_from_text
         from memcli.retain import RetainError, RetainItem, check_item
 
@@ -421,6 +423,7 @@ class Memory:
                 progress,
                 sources,
                 cancelled,
+                speakers=speakers,
             )
             result.unchanged = unchanged
             return result
@@ -478,6 +481,7 @@ class Memory:
         progress: Callable[[int], None] | None,
         sources: dict[str, Any] | None = None,
         cancelled: Callable[[], bool] | None = None,
+        speakers: bool = True,
     ) -> RetainResult:
         from memcli import lifecycle
         from memcli.models.choice import language_warning
@@ -495,6 +499,8 @@ class Memory:
             append=append,
             document_sources=sources,
             should_stop=cancelled,
+            # A correction is one item: a chat log in it is not split into several.
+            speakers=speakers and supersedes is None,
         )
         retainer.summary.invalid = invalid
         if supersedes is None:

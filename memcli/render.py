@@ -295,29 +295,6 @@ def sources_text(sources: dict[str, Any]) -> str:
     return "settings: " + ", ".join(parts)
 
 
-RETAIN_SUMMARY_KEYS = (
-    "items",
-    "facts",
-    "duplicates",
-    "invalid",
-    "documents_replaced",
-    "speakers_from_text",
-    "entities",
-    "links",
-    "batches",
-    "seconds",
-    "interrupted",
-)
-
-
-def retain_json_obj(summary: Any) -> dict[str, Any]:
-    """What `mem retain --json` prints and the MCP `retain` tool returns."""
-    return {
-        "stored": summary.stored,
-        "summary": {k: getattr(summary, k) for k in RETAIN_SUMMARY_KEYS},
-    }
-
-
 def dumps(obj: Any) -> str:
     """obj as one line of JSON, UTF-8 as it is (not escaped to ASCII). orjson writes a
     recall's answer of ~120 memories in 0.08 ms where json took 0.62: the last step of every

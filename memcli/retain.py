@@ -376,8 +376,11 @@ class Retainer:
         append: bool = False,
         should_stop: Callable[[], bool] | None = None,
         document_sources: dict[str, tuple[str | None, str | None]] | None = None,
+        speakers: bool = True,
     ) -> None:
         self.store = store
+        # Read who said it from a transcript's "Name: text" lines (speakers.py).
+        self.speakers = speakers
         # Asked before each write transaction and between embedding chunks: true when the
         # caller gave up (an MCP client's cancellation); the call then stops there.
         self.should_stop = should_stop
@@ -424,11 +427,12 @@ class Retainer:
                 where = item.source_id or (f"item {number}" if len(items) > 1 else None)
                 raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
         # "Alice: ..." lines of a conversation are Alice's (speakers.py says when).
-        given = {id(item) for item in items}
-        items, self.summary.speakers_from_text = read_speakers(items)
-        for item in items:
-            if id(item) not in given:
-                check_item(item)  # a part of a checked item: this cannot fail
+        if self.speakers:
+            given = {id(item) for item in items}
+            items, self.summary.speakers_from_text = read_speakers(items)
+            for item in items:
+                if id(item) not in given:
+                    check_item(item)  # a part of a checked item: this cannot fail
         try:
             self._stop_if_asked()
             with self.store.atomic():

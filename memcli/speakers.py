@@ -41,6 +41,8 @@ from memcli.lang import CJK_SCRIPTS, script_of
 # "Name: text" (or the full-width colon of CJK text), the label at most MAX_LABEL characters.
 MAX_LABEL = 40
 MAX_LABEL_WORDS = 3
+# Chinese, Japanese and Korean names are 2-4 characters, a few up to 6; longer is a phrase.
+MAX_CJK_NAME = 6
 _LABEL = re.compile(rf"[ \t]*([^\s:：][^:：\n]{{0,{MAX_LABEL - 1}}}?)[ \t]*[:：][ \t]*(?=\S)")
 # Characters a name may hold besides letters: "O'Neil", "Jean-Luc", "Dr. Smith".
 _NAME_MARKS = frozenset(".'’-")
@@ -49,6 +51,10 @@ _NAME_MARKS = frozenset(".'’-")
 DIALOGUE_SPEAKERS = 2
 TURNS_PER_SPEAKER = 2
 TRANSCRIPT_SHARE = 0.5
+# ... and at least this share of the lines that open like a label ("Word: ...") open with a
+# name: a document of fields ("Title:", "Details:", "Date:") has a name among its labels now
+# and then.
+NAME_SHARE = 0.75
 # More speakers than two following one another in a fixed order this often are records.
 CYCLE_SHARE = 0.9
 # Any fixed day: a label is a time if the time parser reads one in it at all.
@@ -58,8 +64,9 @@ _SOME_DAY = datetime(2000, 1, 1)
 @lru_cache(maxsize=4096)
 def is_name(label: str) -> bool:
     """One to three words of letters, each opening with a capital and not all capitals
-    (Latin and other cased scripts), or a run of CJK letters (no case, no spaces); and no
-    time ("Monday", "Yesterday", "Dec 3")."""
+    (Latin and other cased scripts), or a run of at most MAX_CJK_NAME CJK letters (no case,
+    no spaces); not one ordinary word ("Date:", "Answer:", "Note:", "You:";
+    entities.is_ordinary_word) and no time ("Monday", "Yesterday", "Dec 3")."""
     words = label.split()
     if not 1 <= len(words) <= MAX_LABEL_WORDS:
         return False
@@ -68,7 +75,7 @@ def is_name(label: str) -> bool:
         if not all(ch.isalpha() or ch in _NAME_MARKS for ch in word):
             return False
         if script_of(word[0]) in CJK_SCRIPTS:
-            if len(words) > 1:
+            if len(words) > 1 or len(word) > MAX_CJK_NAME:
                 return False
             continue
         if not word[0].isupper():
@@ -76,8 +83,11 @@ def is_name(label: str) -> bool:
         cased.append(word)
     if cased and all(w.isupper() for w in cased):
         return False
+    from memcli.entities import is_ordinary_word
     from memcli.timeparse import extract_fact_time
 
+    if len(cased) == 1 and len(words) == 1 and is_ordinary_word(cased[0]):
+        return False
     return extract_fact_time(label, _SOME_DAY) is None
 
 
@@ -93,19 +103,35 @@ def split_label(text: str) -> tuple[str, str] | None:
     return label, rest
 
 
-def talkers(labelled: Sequence[tuple[str, str]], total: int) -> set[str]:
-    """The speakers of (name, text) labels found on `total` items or lines, when they make a
-    transcript (the module's rule): the names that open TURNS_PER_SPEAKER different texts.
-    Empty when they make none."""
+def _opens_like_a_label(text: str) -> bool:
+    """Whether text opens as a label would, name or not: "Details: ...", "Date: ...",
+    "ERROR: ..." as well as "Alice: ..." (one to three words, the first capitalised or CJK)."""
+    match = _LABEL.match(text)
+    if match is None:
+        return False
+    words = match.group(1).split()
+    return 1 <= len(words) <= MAX_LABEL_WORDS and (
+        words[0][0].isupper() or script_of(words[0][0]) in CJK_SCRIPTS
+    )
+
+
+def talkers(labelled: Sequence[tuple[str, str]], texts: Sequence[str]) -> set[str]:
+    """The speakers of (name, text) labels found on these items or lines, when they make a
+    transcript (the module's rule): every name, once DIALOGUE_SPEAKERS of them each open
+    TURNS_PER_SPEAKER different texts. Empty when they make none."""
     said: dict[str, set[str]] = {}
     for name, rest in labelled:
         said.setdefault(name, set()).add(rest.strip())
     names = {name for name, texts in said.items() if len(texts) >= TURNS_PER_SPEAKER}
+    total = sum(1 for text in texts if text.strip())
     if len(names) < DIALOGUE_SPEAKERS or len(labelled) < TRANSCRIPT_SHARE * total:
         return set()
+    if len(labelled) < NAME_SHARE * sum(1 for text in texts if _opens_like_a_label(text)):
+        return set()  # labels that are mostly no names: fields ("Title:", "Details:", "Date:")
     if len(names) > DIALOGUE_SPEAKERS and _fixed_cycle([name for name, _ in labelled]):
         return set()  # records ("Title: ... Details: ... Title: ..."), not people talking
-    return names
+    # Once it is a dialogue, one who says a single line is a speaker too.
+    return set(said)
 
 
 def _fixed_cycle(order: Sequence[str]) -> bool:
@@ -133,7 +159,7 @@ def transcript_turns(text: str) -> list[tuple[str | None, str]] | None:
     lines = text.splitlines()
     found = [split_label(line) for line in lines]
     labelled = [f for f in found if f is not None]
-    speakers = talkers(labelled, sum(1 for line in lines if line.strip()))
+    speakers = talkers(labelled, lines)
     if not speakers:
         return None
     turns: list[tuple[str | None, str]] = []
@@ -204,7 +230,9 @@ def read_speakers(items: Sequence[Any]) -> tuple[list[Any], int]:
     out, given = split_transcripts(items)
     candidates = [i for i, item in enumerate(out) if _candidate(item)]
     labelled = [(i, *found) for i in candidates if (found := split_label(out[i].text))]
-    speakers = talkers([(name, rest) for _, name, rest in labelled], len(candidates))
+    speakers = talkers(
+        [(name, rest) for _, name, rest in labelled], [out[i].text for i in candidates]
+    )
     for i, name, rest in labelled:
         if name in speakers and _one_speaker(rest, name):
             out[i] = _said_by(out[i], name, rest)

@@ -69,7 +69,8 @@ def test_below_the_floor_a_share_of_it_shows_once_the_question_passes(store, rem
     lower, upper = [r for r in relevances if r < 1.0][-2:]
     share = (lower + upper) / 2
     loose = ask(store, embedder, query, floor_cosine=0.45, floor_item_share=share)
-    assert loose.floor.item == share and loose.floor.to_json()["item"] == share
+    assert loose.floor.item_share == share and loose.floor.to_json()["item_share"] == share
+    assert "item_share" not in strict.floor.to_json()  # the default says nothing new
     assert len(loose.results) == len(strict.results) + 1
     assert min(c.relevance for c in loose.results) == upper
     assert [c.fact_id for c in loose.results[: len(strict.results)]] == [

@@ -39,6 +39,10 @@ runner = CliRunner()
         ("Monday: dentist at 3pm", None),  # a time
         ("Yesterday: rain", None),
         ("Bob: \u200b\u200b", None),  # nothing visible said
+        ("Date: Mon Mar 4 2024", None),  # an ordinary word: a field, not a name
+        ("Answer: 42", None),
+        ("You: hi", None),
+        ("第一步先打开电源然后等待十秒钟：好", None),  # a CJK phrase, longer than a name
     ],
 )
 def test_split_label(text: str, expected) -> None:
@@ -92,6 +96,13 @@ def test_a_dialogue_gets_its_speakers() -> None:
         # a plan by weekday, a log by level: times and markers, not names
         items("Monday: dentist at 3pm", "Tuesday: gym", "Monday: call mum", "Tuesday: rest"),
         items("ERROR: disk full", "INFO: retrying", "ERROR: gave up", "INFO: done"),
+        # a git log: "Author:" opens lines, "Date:" is an ordinary word, not a second name
+        items(
+            *["commit 4d5e6f", "Author: Alice Smith", "Date: Mon Mar 4 2024", "Fix the login"],
+            *["commit 7a8b9c", "Author: Bob Jones", "Date: Tue Mar 5 2024", "Add a test"],
+        ),
+        # an FAQ: questions and answers are no people
+        items("Question: How?", "Answer: Like so.", "Question: Why?", "Answer: Because."),
         # records: three fields always in the same order (a slide outline), not three people
         items(
             *["Title: Our mission", "Image Concept: a map", "Details: who we are"],
@@ -170,11 +181,12 @@ def test_transcript_turns() -> None:
     assert transcript_turns("Note: a\nNote: b\nNote: c") is None
     assert transcript_turns("Shopping\nNote: buy milk\neggs\nbread") is None
     assert transcript_turns("Alice: hi") is None
-    # one who says a single line is no talker: their line stays as written, a turn of its own
-    assert transcript_turns("Alice: a\nBob: b\nNote: c\nAlice: d\nBob: e") == [
+    # in a dialogue, one who says a single line is a speaker too; "Note:" stays a line of
+    # its own, as written (an ordinary word is no name)
+    assert transcript_turns("Alice: a\nBob: b\nCarol: c\nNote: n\nAlice: d\nBob: e") == [
         ("Alice", "a"),
         ("Bob", "b"),
-        (None, "Note: c"),
+        ("Carol", "c\nNote: n"),
         ("Alice", "d"),
         ("Bob", "e"),
     ]
@@ -212,3 +224,21 @@ def test_a_transcript_given_as_one_text_becomes_its_turns(tmp_path) -> None:
     assert "speaker" not in r.output
     (row,) = json.loads(mem(other, "list", "--format", "json").stdout)
     assert row["context"] == "chat"
+
+
+def test_no_speakers_keeps_a_transcript_as_written_and_a_correction_is_one_fact(tmp_path):
+    db = tmp_path / "m.db"
+    r = runner.invoke(
+        app, ["--db", str(db), "retain", "--at", "2026-05-03", "--no-speakers", "-"], input=CHAT
+    )
+    assert r.exit_code == 0, r.output
+    assert "speakers read" not in r.output
+    (row,) = json.loads(mem(db, "list", "--format", "json").stdout)
+    assert row["context"] is None and row["text"].startswith("Chat with Bob, 3 May Alice: I moved")
+    # a correction is one item: a chat log given as one is not split into several facts
+    r = runner.invoke(
+        app, ["--db", str(db), "retain", "--supersedes", str(row["id"]), "-"], input=CHAT
+    )
+    assert r.exit_code == 0, r.output
+    rows = json.loads(mem(db, "list", "--format", "json").stdout)
+    assert len(rows) == 1 and rows[0]["context"] is None and rows[0]["id"] != row["id"]

@@ -159,8 +159,8 @@ def test_a_label_before_only_invisible_characters_is_no_speaker_line(tmp_path):
 
 
 def test_retain_json_summary_says_how_many_speakers_were_read(tmp_path):
-    """The text line says "4 speakers read from the text"; --json (results.RetainSummary,
-    which lacks the field) drops it, though render.RETAIN_SUMMARY_KEYS lists it."""
+    """The text line said "speakers read from the text of 4 items", but --json
+    (results.RetainSummary, which lacked the field) dropped it."""
     db = tmp_path / "m.db"
     path = jsonl(tmp_path / "d.jsonl", dated(DIALOGUE))
     r = mem(db, "retain", "--jsonl", str(path), "--json")

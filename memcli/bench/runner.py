@@ -255,6 +255,7 @@ _NUMBER_RANGES = {
     "cjk_keyword_factor": (0.0, True, math.inf),
     "temporal_spread_factor": (0.0, True, math.inf),
     "document_gap_hours": (0.0, True, math.inf),
+    "floor_item_share": (0.0, False, 1.0),
 }
 # Arm weights: rank-space weights divide a rank (above 0); score weights may be 0.
 _WEIGHT_LOW = {"arm_weights": (0.0, False), "score_weights": (0.0, True)}

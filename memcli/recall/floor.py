@@ -50,10 +50,14 @@ class Floor:
 
     cosine: float
     keyword: float
-    item: float = 1.0
+    # Once one candidate passes, the others shown down to this share of the floor.
+    item_share: float = 1.0
 
     def to_json(self) -> dict[str, float]:
-        return {"cosine": self.cosine, "keyword": self.keyword, "item": self.item}
+        out = {"cosine": self.cosine, "keyword": self.keyword}
+        if self.item_share < 1.0:
+            out["item_share"] = self.item_share
+        return out
 
 
 def floor_for(model: Any, settings: Any) -> Floor | None:
@@ -115,7 +119,7 @@ def apply(
                 c.relevance = max(c.relevance, share / floor.keyword)
     if not any(c.relevance >= 1.0 for c in head):
         return []
-    return [c for c in head if c.relevance >= floor.item]
+    return [c for c in head if c.relevance >= floor.item_share]
 
 
 def term_coverage(
