@@ -132,8 +132,11 @@ def load_models(sets: list[DevSet], embedder: str | None) -> dict[str, Any]:
     return out
 
 
-def score(s: DevSet, stores: Path, models: dict[str, Any], settings: dict[str, Any]) -> dict:
-    """One set under one setting: the real bench run over kept stores."""
+def score(
+    s: DevSet, stores: Path, models: dict[str, Any], settings: dict[str, Any], levels: bool = False
+) -> dict:
+    """One set under one setting: the real bench run over kept stores (`levels`: with the
+    report's every level, e.g. "shown")."""
     from memcli.bench.datasets import iter_dataset
     from memcli.bench.runner import BenchOptions, default_ks, run_bench
 
@@ -149,7 +152,9 @@ def score(s: DevSet, stores: Path, models: dict[str, Any], settings: dict[str, A
     summary = run_bench(iter_dataset(s.path, s.format), options, embedder=models[s.name])
     metrics = summary["levels"][s.level]["overall"]["metrics"]
     a, b = s.headline
+    more = {"levels": summary["levels"]} if levels else {}
     return {
+        **more,
         a: metrics[a],
         b: metrics[b],
         "objective": (metrics[a] + metrics[b]) / 2,
