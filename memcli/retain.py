@@ -427,6 +427,7 @@ class Retainer:
                 where = item.source_id or (f"item {number}" if len(items) > 1 else None)
                 raise RetainError(f"{where}: {exc}" if where else str(exc)) from None
         # "Alice: ..." lines of a conversation are Alice's (speakers.py says when).
+        asked = len(items)  # what the caller counts: a chat log split into turns is one
         if self.speakers:
             given = {id(item) for item in items}
             items, self.summary.speakers_from_text = read_speakers(items)
@@ -437,10 +438,15 @@ class Retainer:
             self._stop_if_asked()
             with self.store.atomic():
                 self.store.documents.purge_abandoned_staging()
+            done = reported = 0
             for batch in _batches(items, self.settings.batch_items):
                 self.retain_batch(batch)
+                done += len(batch)
                 if progress:
-                    progress(len(batch))
+                    # In the caller's items, so a progress bar sized by them ends at its end.
+                    now = done * asked // len(items)
+                    progress(now - reported)
+                    reported = now
             self._stop_if_asked()
             self._publish()
         except KeyboardInterrupt:

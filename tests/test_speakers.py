@@ -242,3 +242,19 @@ def test_no_speakers_keeps_a_transcript_as_written_and_a_correction_is_one_fact(
     assert r.exit_code == 0, r.output
     rows = json.loads(mem(db, "list", "--format", "json").stdout)
     assert len(rows) == 1 and rows[0]["context"] is None and rows[0]["id"] != row["id"]
+
+
+def test_progress_counts_the_callers_items_when_chat_logs_are_split(tmp_path, embedder):
+    """A progress bar is sized by the items given; chat logs split into turns still end it
+    at its end, never past it."""
+    from memcli.retain import Retainer
+    from memcli.settings import RetainSettings
+    from memcli.store import Store
+
+    logs = [RetainItem(text=CHAT.replace("May.", f"May, take {n}.")) for n in range(7)]
+    steps: list[int] = []
+    with Store(tmp_path / "m.db") as store:
+        retainer = Retainer(store, "default", embedder, settings=RetainSettings(batch_items=4))
+        summary = retainer.retain(logs, steps.append)
+    assert summary.items == 7 * 5 and summary.speakers_from_text == 7 * 4
+    assert sum(steps) == len(logs) and all(n >= 0 for n in steps) and len(steps) > 1
