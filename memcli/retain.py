@@ -429,11 +429,9 @@ class Retainer:
         # "Alice: ..." lines of a conversation are Alice's (speakers.py says when).
         asked = len(items)  # what the caller counts: a chat log split into turns is one
         if self.speakers:
-            given = {id(item) for item in items}
+            # The turns and relabelled items are copies of checked items with a part of
+            # their text: nothing to check again.
             items, self.summary.speakers_from_text = read_speakers(items)
-            for item in items:
-                if id(item) not in given:
-                    check_item(item)  # a part of a checked item: this cannot fail
         try:
             self._stop_if_asked()
             with self.store.atomic():

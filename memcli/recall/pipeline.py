@@ -420,13 +420,11 @@ def _recall_once(
             if window is not None and "temporal" in arms
             else set()
         )
-        # The floor was calibrated on whole queries' vectors.
-        floor_vec = whole_vec
         shown = floor.apply(
             store,
             bank_id,
             query,
-            floor_vec,
+            whole_vec,  # the floor was calibrated on whole queries' vectors
             ranked,
             applied,
             settings.keyword_cjk_terms,
