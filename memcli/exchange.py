@@ -6,6 +6,8 @@ The file, one JSON object a line, in this order:
    "vectors": {"dim", "encoding"} or null, "ids": {table: [min, max]},
    "fact_id_high": the highest fact id ever given (absent before), "counts": {...}}
   {"kind": "document", ...}*  {"kind": "chunk", ...}*  {"kind": "entity", ...}*
+   (a document synced from a folder also has "source_hash" and "sync_root", so that
+   `mem sync` of that folder goes on in the store the bank is imported into)
   {"kind": "fact", ...}*      {"kind": "link", ...}*
   {"kind": "end", "counts": {...}}
 Every row keeps its id, so an import into a store that has none of those ids (a fresh
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +47,7 @@ from memcli.store import (
     check_bank_name,
     iso,
 )
+from memcli.store.exchange import SOURCE_COLUMNS
 from memcli.store.protocol import StoreProtocol
 
 FORMAT = "mem-export"
@@ -278,7 +282,7 @@ _TIME_KEYS = {
 _STRING_LISTS = {"entity": ("aliases", "keys"), "fact": ("tags",)}
 # Text that must show something (what retain refuses when it is empty or only control chars).
 _VISIBLE = {"chunk": ("text",), "entity": ("name",), "fact": ("text",)}
-_OPTIONAL = {"fact": ("vector",)}
+_OPTIONAL = {"document": SOURCE_COLUMNS, "fact": ("vector",)}
 
 
 def is_stored_time(value: str) -> bool:
@@ -324,8 +328,16 @@ def _check_record(rec: dict[str, Any], kind: str, src: _Line) -> None:
     for key in _VISIBLE.get(kind, ()):
         if not has_visible_text(rec[key]):
             raise bad(key, "empty or only control characters")
-    if kind == "document" and not rec["external_id"].strip():  # as retain checks it
-        raise bad("external_id", "empty")
+    if kind == "document":
+        if not rec["external_id"].strip():  # as retain checks it
+            raise bad("external_id", "empty")
+        for key in SOURCE_COLUMNS:
+            value = rec.get(key)
+            if key in rec and (not isinstance(value, str) or not value.strip()):
+                raise bad(key, "not a non-empty string")
+        # A sync names its folder by its absolute path; another never matches one.
+        if "sync_root" in rec and not os.path.isabs(rec["sync_root"]):
+            raise bad("sync_root", f"{rec['sync_root']!r:.40} is not an absolute path")
     if kind == "fact":
         if rec["fact_type"] not in FACT_TYPES:
             raise bad("fact_type", f"{rec['fact_type']!r:.40} (mem knows {', '.join(FACT_TYPES)})")
@@ -635,7 +647,12 @@ def _write(
                         break
                     if kind == "document":
                         store.exchange.import_document(
-                            bank_id, rec["id"] + d, rec["external_id"], rec["created_at"]
+                            bank_id,
+                            rec["id"] + d,
+                            rec["external_id"],
+                            rec["created_at"],
+                            rec.get("source_hash"),
+                            rec.get("sync_root"),
                         )
                     elif kind == "chunk":
                         store.exchange.import_chunk(

@@ -294,6 +294,32 @@ def test_a_sync_killed_midway_then_run_again_leaves_the_exact_store(db_path, tmp
     assert staging_rows(db_path) == 0
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_synced_folder_moved_to_another_store_keeps_syncing_there(
+    backend, db_path, tmp_path, request
+):
+    """Export and import carry where each document came from: a store moved by them (to a
+    new file, or to PostgreSQL for a team) takes the folder's next edits, instead of
+    refusing every note as "retained otherwise"."""
+    root = tmp_path / "vault"
+    expected = write_notes(root, range(6))
+    ok(mem(db_path, "sync", str(root)))
+    exported = tmp_path / "bank.jsonl"
+    ok(mem(db_path, "export", "--output", str(exported)))
+    moved = tmp_path / "moved.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    ok(mem(moved, "import", str(exported)))
+    expected.update(write_notes(root, [0], version="red "))
+    (root / "d1/note-001.md").unlink()
+    del expected["d1/note-001.md"]
+    r = mem(moved, "sync", str(root))
+    ok(r)
+    assert "0 added, 1 replaced, 1 forgotten, 4 unchanged" in r.stderr, r.stderr
+    assert "retained otherwise" not in r.stderr
+    assert documents(moved) == {rel: [text] for rel, text in expected.items()}
+    # The file the store was moved from is as it was.
+    assert len(documents(db_path)) == 6
+
+
 def test_a_sync_never_forgets_what_it_did_not_make(db_path, tmp_path):
     root = tmp_path / "vault"
     (root / "sub").mkdir(parents=True)

@@ -14,6 +14,7 @@ import numpy as np
 
 from memcli import fts
 from memcli.store.core import StoreCore
+from memcli.store.sources import SOURCES_VERSION
 from memcli.store.types import PAGE, WriteRefused, batched, marks, stored_json
 from memcli.store.vectors import VectorsPart
 
@@ -51,6 +52,26 @@ def _column_value(column: str, value: Any) -> Any:
     if kind is None:
         return value
     return json.loads(value) if column == "aliases" else stored_json(value, kind)
+
+
+# The columns of the export's document, chunk and entity records, on either backend.
+EXPORT_COLUMNS = {
+    "documents": ("id", "external_id", "created_at", "source_hash", "sync_root"),
+    "chunks": ("id", "document_id", "source_id", "text"),
+    "entities": ("id", "name", "aliases", "first_seen", "last_seen", "mention_count"),
+}
+# Where a document came from (store/sources.py): in its record only when known, so that
+# `mem sync` of the same folder goes on in the store an export is imported into.
+SOURCE_COLUMNS = ("source_hash", "sync_root")
+
+
+def export_record(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+    """One exported row as its record: JSON columns parsed, unknown sources left out."""
+    rec = {c: _column_value(c, v) for c, v in zip(columns, row)}
+    for column in SOURCE_COLUMNS:
+        if rec.get(column, 0) is None:
+            del rec[column]
+    return rec
 
 
 # An entity's mentions by the facts of its own bank. A document replace in progress (or one
@@ -106,14 +127,13 @@ class ExchangePart:
 
     def export_rows(self, bank_id: int, table: str) -> Iterator[dict[str, Any]]:
         """The rows of documents, chunks or entities of a bank, by id, a page at a time."""
-        columns = {
-            "documents": ("id", "external_id", "created_at"),
-            "chunks": ("id", "document_id", "source_id", "text"),
-            "entities": ("id", "name", "aliases", "first_seen", "last_seen", "mention_count"),
-        }[table]
+        columns = EXPORT_COLUMNS[table]
         selected = ", ".join(columns)
         if table == "entities":
             selected = selected.replace("mention_count", f"{_LIVE_MENTIONS}")
+        elif table == "documents" and self.core.version_at_open < SOURCES_VERSION:
+            # A file opened read-only at an older schema: no document's source is known.
+            selected = ", ".join("NULL" if c in SOURCE_COLUMNS else c for c in columns)
         last = -1
         while True:
             rows = self.conn.execute(
@@ -136,7 +156,7 @@ class ExchangePart:
                     ):
                         keys.setdefault(eid, []).append(key)
             for row in rows:
-                rec = {c: _column_value(c, v) for c, v in zip(columns, row)}
+                rec = export_record(columns, row)
                 if table == "entities":
                     rec["keys"] = keys.get(row[0], [])
                 yield rec
@@ -255,10 +275,19 @@ class ExchangePart:
         self.conn.execute("INSERT INTO banks(name, created_at) VALUES(?, ?)", (name, created_at))
         return self.conn.last_insert_rowid()
 
-    def import_document(self, bank_id: int, row_id: int, external_id: str, created: str) -> None:
+    def import_document(
+        self,
+        bank_id: int,
+        row_id: int,
+        external_id: str,
+        created: str,
+        source_hash: str | None = None,
+        sync_root: str | None = None,
+    ) -> None:
         self.conn.execute(
-            "INSERT INTO documents(id, bank_id, external_id, created_at) VALUES(?, ?, ?, ?)",
-            (row_id, bank_id, external_id, created),
+            "INSERT INTO documents(id, bank_id, external_id, created_at, source_hash, "
+            "sync_root) VALUES(?, ?, ?, ?, ?, ?)",
+            (row_id, bank_id, external_id, created, source_hash, sync_root),
         )
 
     def import_chunk(

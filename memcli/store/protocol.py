@@ -464,7 +464,13 @@ class Exchange(Protocol):
     def keep_fact_ids_past(self, high: int) -> None: ...
     def create_bank_row(self, name: str, created_at: str) -> int: ...
     def import_document(
-        self, bank_id: int, row_id: int, external_id: str, created: str
+        self,
+        bank_id: int,
+        row_id: int,
+        external_id: str,
+        created: str,
+        source_hash: str | None = None,
+        sync_root: str | None = None,
     ) -> None: ...
     def import_chunk(
         self, bank_id: int, row_id: int, document: int | None, source_id: str | None, text: str

@@ -15,8 +15,15 @@ from typing import Any
 import numpy as np
 
 from memcli import fts
-from memcli.store.exchange import FACT_EXPORT_COLUMNS, _column_value
+from memcli.store.exchange import (
+    EXPORT_COLUMNS,
+    FACT_EXPORT_COLUMNS,
+    SOURCE_COLUMNS,
+    _column_value,
+    export_record,
+)
 from memcli.store.postgres.core import PgCore, first_line
+from memcli.store.postgres.sources import SOURCES_VERSION
 from memcli.store.postgres.sql import document_length, document_params, document_sql
 from memcli.store.types import PAGE, WriteRefused
 
@@ -92,14 +99,13 @@ class PgExchange:
         return out
 
     def export_rows(self, bank_id: int, table: str) -> Iterator[dict[str, Any]]:
-        columns = {
-            "documents": ("id", "external_id", "created_at"),
-            "chunks": ("id", "document_id", "source_id", "text"),
-            "entities": ("id", "name", "aliases", "first_seen", "last_seen", "mention_count"),
-        }[table]
+        columns = EXPORT_COLUMNS[table]
         selected = ", ".join(columns)
         if table == "entities":
             selected = selected.replace("mention_count", _LIVE_MENTIONS)
+        elif table == "documents" and self.core.version_at_open < SOURCES_VERSION:
+            # A database opened at an older schema it could not upgrade: no sources known.
+            selected = ", ".join("NULL" if c in SOURCE_COLUMNS else c for c in columns)
         last = -1
         while True:
             rows = self.conn.execute(
@@ -120,7 +126,7 @@ class PgExchange:
                 ):
                     keys.setdefault(eid, []).append(key)
             for row in rows:
-                rec = {c: _column_value(c, v) for c, v in zip(columns, row)}
+                rec = export_record(columns, row)
                 if table == "entities":
                     rec["keys"] = keys.get(row[0], [])
                 yield rec
@@ -234,10 +240,19 @@ class PgExchange:
             "INSERT INTO banks(name, created_at) VALUES(%s, %s) RETURNING id", (name, created_at)
         ).fetchone()[0]
 
-    def import_document(self, bank_id: int, row_id: int, external_id: str, created: str) -> None:
+    def import_document(
+        self,
+        bank_id: int,
+        row_id: int,
+        external_id: str,
+        created: str,
+        source_hash: str | None = None,
+        sync_root: str | None = None,
+    ) -> None:
         self.conn.execute(
-            "INSERT INTO documents(id, bank_id, external_id, created_at) VALUES(%s, %s, %s, %s)",
-            (row_id, bank_id, external_id, created),
+            "INSERT INTO documents(id, bank_id, external_id, created_at, source_hash, "
+            "sync_root) VALUES(%s, %s, %s, %s, %s, %s)",
+            (row_id, bank_id, external_id, created, source_hash, sync_root),
         )
         self._imported("documents", row_id)
 
