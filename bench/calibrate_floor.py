@@ -11,6 +11,15 @@ candidate the floor would check. Each gets its cosine to the query and the share
 query's terms its own words hold. Then, for each keyword coverage floor, the highest cosine
 floor that keeps `--keep` of the answerable questions' best gold items (pooled over the
 sets), and how many unanswerable questions it leaves with nothing.
+
+`--gates G1,G2,... --items F1,F2,...` measures the floor in two levels instead: a question
+passes when one of its checked candidates reaches the gate G (by cosine, or its words hold
+the query's terms, or the temporal arm found it in the time asked about), and then every
+candidate that reaches the item floor F is shown (the setting floor_item_share = F / G).
+For each pair: the share of answerable questions that keep their best gold item, per set;
+the dev sets' unanswerable questions emptied; and the "never said" questions emptied:
+`--never-said N` asks each store N questions of another dev set in its language (LoCoMo's
+of LongMemEval's stores and back; the CJK sets' of each other's), about nothing it holds.
 """
 
 from __future__ import annotations
@@ -27,10 +36,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit_fusion import DEV_SETS, load_models  # noqa: E402
 
+# The dev sets whose questions are asked of a set's stores as "never said" (same language).
+NEVER_SAID_FROM = {"locomo": "lme", "lme": "locomo", "cjk": "cjk-chat", "cjk-chat": "cjk"}
 
-def measure(s, stores: Path, model) -> list[dict]:
-    """Per question: (cosine, coverage) of the best gold item, or of every checked candidate
-    of an unanswerable question."""
+
+def questions_of(s, n: int, seed: int) -> list[str]:
+    """n questions of a dev set, answerable or not, chosen with a fixed seed."""
+    import random
+
+    from memcli.bench.datasets import iter_dataset
+
+    pool = [q.query for case in iter_dataset(s.path, s.format) for q in case.questions]
+    return random.Random(seed).sample(pool, min(n, len(pool)))
+
+
+def measure(s, stores: Path, model, never_said: list[str] = ()) -> list[dict]:
+    """Per question: (cosine, coverage, timely) of the best gold item, or of every checked
+    candidate of an unanswerable question; and of every checked candidate ("head") for the
+    question-level gate. never_said: questions asked of every store of the set besides its
+    own (rows with "never_said" true)."""
     from memcli.bench.datasets import iter_dataset
     from memcli.bench.runner import (
         BANK,
@@ -40,7 +64,7 @@ def measure(s, stores: Path, model) -> list[dict]:
         _kept_store_ready,
     )
     from memcli.recall import RecallOptions, recall
-    from memcli.recall.floor import CHECKED, term_coverage
+    from memcli.recall.floor import CHECKED
     from memcli.settings import RecallSettings
     from memcli.store import Store
 
@@ -57,43 +81,61 @@ def measure(s, stores: Path, model) -> list[dict]:
             source_of = store.facts.source_ids(bank)
             session_of = {i.id: i.session_id for i in case.items}
             now = _case_now(case)
-            for q in case.questions:
-                if not (q.unanswerable or q.gold_ids or q.gold_sessions):
-                    continue
+            own = [q for q in case.questions if q.unanswerable or q.gold_ids or q.gold_sessions]
+            asked = own + [None] * len(never_said)
+            for number, q in enumerate(asked):
+                query = q.query if q is not None else never_said[number - len(own)]
                 result = recall(
                     store,
                     BANK,
-                    q.query,
-                    RecallOptions(now=q.now or now, rerank=False),
+                    query,
+                    RecallOptions(now=(q.now if q else None) or now, rerank=False),
                     embedder=model,
                     settings=settings,
                 )
                 head = result.ranked[:CHECKED]
-                if q.unanswerable:
+                timely = (
+                    {h.fact_id for h in result.arms["temporal"].hits}
+                    if result.time_window is not None and "temporal" in result.arms
+                    else set()
+                )
+                if q is None or q.unanswerable:
                     picked = head
                 else:
                     by_session = s.level == "session"
                     picked = [c for c in head if _is_gold(c, q, source_of, session_of, by_session)][
                         :1
                     ]
-                ids = [c.fact_id for c in picked]
-                vectors = store.vectors.fact_vectors(bank, ids) if ids else None
-                qv = model.embed_query(q.query)
-                cos = (vectors @ qv).tolist() if vectors is not None else []
-                cov = term_coverage(store, q.query, ids)
+
                 out.append(
                     {
                         "set": s.name,
-                        "id": q.id,
-                        "unanswerable": q.unanswerable,
-                        "cands": [
-                            [round(a, 4), round(cov.get(f, 0.0), 4)] for a, f in zip(cos, ids)
-                        ],
+                        "id": q.id if q else f"never-said:{number}",
+                        "unanswerable": q is None or q.unanswerable,
+                        "never_said": q is None,
+                        "cands": _inputs(store, bank, model, query, picked, timely),
+                        "head": (
+                            _inputs(store, bank, model, query, head, timely)
+                            if q is not None and not q.unanswerable
+                            else None
+                        ),
                     }
                 )
         finally:
             store.close()
     return out
+
+
+def _inputs(store, bank: int, model, query: str, chosen, timely: set[int]) -> list[list[float]]:
+    """(cosine to the whole query, share of its terms held, found in its time) per candidate."""
+    from memcli.recall.floor import term_coverage
+
+    ids = [c.fact_id for c in chosen]
+    vectors = store.vectors.fact_vectors(bank, ids) if ids else None
+    qv = model.embed_query(query)
+    cos = (vectors @ qv).tolist() if vectors is not None else []
+    cov = term_coverage(store, query, ids)
+    return [[round(a, 4), round(cov.get(f, 0.0), 4), int(f in timely)] for a, f in zip(cos, ids)]
 
 
 def _is_gold(
@@ -107,7 +149,39 @@ def _is_gold(
 
 
 def passes(cands: list, cos_floor: float, cov_floor: float) -> bool:
-    return any(c >= cos_floor or v >= cov_floor for c, v in cands)
+    return any(c >= cos_floor or v >= cov_floor or t for c, v, t in cands)
+
+
+def gate_table(rows: list[dict], sets, gates: list[float], items: list[float]) -> None:
+    """Each (gate, item floor): answerable best gold kept per set, unanswerable and never
+    said questions emptied (keyword coverage floor 1, as recall uses)."""
+    print(f"{'gate':>5} {'item':>5}  " + "  ".join(f"{s.name:>22}" for s in sets) + "   all kept")
+    for gate in gates:
+        for item in items:
+            cells, kept_all = [], []
+            for s in sets:
+                a = [r for r in rows if r["set"] == s.name and not r["unanswerable"]]
+                kept = [
+                    bool(r["cands"])
+                    and passes(r["head"], gate, 1.0)
+                    and passes(r["cands"], item, 1.0)
+                    for r in a
+                ]
+                kept_all += kept
+                u = [r for r in rows if r["set"] == s.name and r["unanswerable"]]
+                dev = [not passes(r["cands"], gate, 1.0) for r in u if not r["never_said"]]
+                never = [not passes(r["cands"], gate, 1.0) for r in u if r["never_said"]]
+                cells.append(f"{np.mean(kept):.3f} {_share(dev)} {_share(never)}")
+            print(
+                f"{gate:>5} {item:>5}  "
+                + "  ".join(f"{c:>22}" for c in cells)
+                + f"   {np.mean(kept_all):.3f}"
+            )
+    print("cell: answerable best gold kept, dev unanswerable emptied, never said emptied")
+
+
+def _share(flags: list[bool]) -> str:
+    return f"{np.mean(flags):.2f}" if flags else "   -"
 
 
 def main() -> None:
@@ -117,13 +191,32 @@ def main() -> None:
     parser.add_argument("--embedder", default=os.environ.get("MEM_EMBEDDER") or None)
     parser.add_argument("--keep", type=float, default=0.97)
     parser.add_argument("--out", type=Path, help="per-question rows (JSONL)")
+    parser.add_argument("--gates", help="question gates to measure, e.g. 0.366,0.40")
+    parser.add_argument("--items", help="item floors to measure with each gate")
+    parser.add_argument(
+        "--never-said", type=int, default=0, help="questions a store, of another set"
+    )
+    parser.add_argument("--rows", type=Path, help="read the rows of an earlier --out instead")
     args = parser.parse_args()
     os.environ["TZ"] = "UTC"
     sets = [DEV_SETS[n] for n in args.sets.split(",")]
-    models = load_models(sets, args.embedder)
-    rows = [r for s in sets for r in measure(s, args.stores, models[s.name])]
+    if args.rows:
+        rows = [json.loads(line) for line in args.rows.read_text().splitlines()]
+    else:
+        models = load_models(sets, args.embedder)
+        rows = []
+        for s in sets:
+            other = DEV_SETS[NEVER_SAID_FROM[s.name]]
+            never = questions_of(other, args.never_said, seed=7) if args.never_said else []
+            rows += measure(s, args.stores, models[s.name], never)
     if args.out:
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if args.gates:
+        gates = [float(x) for x in args.gates.split(",")]
+        items = [float(x) for x in (args.items or args.gates).split(",")]
+        gate_table(rows, sets, gates, items)
+        return
+    rows = [r for r in rows if not r.get("never_said")]
     answerable = [r for r in rows if not r["unanswerable"]]
     found = [r for r in answerable if r["cands"]]
     unanswerable = [r for r in rows if r["unanswerable"]]

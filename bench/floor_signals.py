@@ -211,7 +211,7 @@ def main() -> None:
     parser.add_argument("--sets", default="locomo,cjk-chat")
     parser.add_argument("--embedder", default=os.environ.get("MEM_EMBEDDER") or None)
     parser.add_argument("--keep", type=float, default=0.97)
-    parser.add_argument("--cosine-floor", type=float, default=0.366)
+    parser.add_argument("--cosine-floor", type=float, default=0.366, help="e5's one-level floor")
     parser.add_argument("--out", type=Path, help="per-question rows (JSONL)")
     args = parser.parse_args()
     os.environ["TZ"] = "UTC"

@@ -100,8 +100,9 @@ class RecallSettings:
     floor_cosine: float | None = None
     floor_keyword_coverage: float = 1.0
     # Once one candidate reaches the floor (the question is about something said), others
-    # are shown down to this share of it (recall/floor.py).
-    floor_item_share: float = 1.0
+    # are shown down to this share of it (None: the embedder's calibrated item floor, or 1
+    # with floor_cosine given; recall/floor.py).
+    floor_item_share: float | None = None
 
     # A reply gains this share of the fusion score of the fact said just before it (same
     # document, another speaker, at most reply_max_gap_hours earlier) when that fact asks a

@@ -3,12 +3,14 @@ said gets nothing, an exact keyword match passes on its words, --min-score repla
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from memcli.models.load import load_embedder
 from memcli.recall import RecallOptions, recall
 from memcli.recall.floor import COSINE_FLOORS, Floor, floor_for
-from memcli.retain import RetainItem
+from memcli.retain import Retainer, RetainItem
 from memcli.settings import RecallSettings
+from memcli.store.location import open_store
 
 NOW = datetime(2026, 11, 20)
 NOTES = [
@@ -34,8 +36,11 @@ def test_the_floor_comes_from_the_model_or_the_setting(embedder):
     class Named:
         name = "multilingual-e5-small"
 
-    assert floor_for(Named(), RecallSettings()) == Floor(COSINE_FLOORS[Named.name], 1.0)
-    assert floor_for(Named(), RecallSettings(floor_cosine=0.5)).cosine == 0.5
+    question, item = COSINE_FLOORS[Named.name]
+    assert floor_for(Named(), RecallSettings()) == Floor(question, 1.0, item / question)
+    # A floor given is one level (its share when given too).
+    assert floor_for(Named(), RecallSettings(floor_cosine=0.5)) == Floor(0.5, 1.0, 1.0)
+    assert floor_for(Named(), RecallSettings(floor_item_share=1.0)) == Floor(question, 1.0)
 
     # A model nobody calibrated has no floor, unless one is given.
     class Unknown:
@@ -69,7 +74,9 @@ def test_below_the_floor_a_share_of_it_shows_once_the_question_passes(store, rem
     lower, upper = [r for r in relevances if r < 1.0][-2:]
     share = (lower + upper) / 2
     loose = ask(store, embedder, query, floor_cosine=0.45, floor_item_share=share)
-    assert loose.floor.item_share == share and loose.floor.to_json()["item_share"] == share
+    assert loose.floor.item_share == share and loose.floor.to_json()["item_share"] == round(
+        share, 4
+    )
     assert "item_share" not in strict.floor.to_json()  # the default says nothing new
     assert len(loose.results) == len(strict.results) + 1
     assert min(c.relevance for c in loose.results) == upper
@@ -85,6 +92,41 @@ def test_below_the_floor_a_share_of_it_shows_once_the_question_passes(store, rem
         floor_item_share=0.01,
     )
     assert far.results == far_loose.results == [] and far_loose.passed is False
+
+
+def test_the_calibrated_floor_asks_more_of_a_question_than_of_what_it_shows(tmp_path):
+    """e5's floor has two levels: a question is about something said when one of its
+    candidates reaches the question floor; then every candidate that reaches the lower item
+    floor is shown (a near miss of a good question), and a question whose best candidate
+    reaches only the item floor gets nothing."""
+    embedder = load_embedder("e5")  # the model the calibration is of (mem's default)
+    store = open_store(tmp_path / "e5.db")
+    notes = [
+        *NOTES,
+        "My annual check-up with Dr. Okafor is on the 14th.",
+        "The oven at the bakery runs at 250 degrees for sourdough.",
+    ]
+    # A day apart, so that no note is embedded with the one before it (its lead-in).
+    Retainer(store, "default", embedder, now=NOW).retain(
+        [RetainItem(t, timestamp=NOW - timedelta(days=i)) for i, t in enumerate(notes)]
+    )
+    question, item = COSINE_FLOORS[embedder.name]
+    assert item < question
+    good = ask(store, embedder, "Which ferry did I book?")
+    assert good.floor == Floor(question, 1.0, item / question) and good.passed
+    assert good.floor.to_json()["item_share"] == round(item / question, 4)
+    cosines = {c.fact_id: c.relevance * question for c in good.ranked[:10]}
+    assert max(cosines.values()) >= question
+    assert {c.fact_id for c in good.results} == {f for f, cos in cosines.items() if cos >= item}
+    assert any(item <= cos < question for cos in cosines.values()), "no near miss to show"
+    # The same question asked with a single floor at the item level passes: at the two
+    # levels, a question none of whose candidates reaches the question floor does not.
+    far = "What is the boiling point of tungsten?"
+    best = max(c.relevance for c in ask(store, embedder, far, floor_cosine=1.0).ranked[:10])
+    assert item <= best < question, best
+    assert ask(store, embedder, far, floor_cosine=item).passed is True
+    assert ask(store, embedder, far).results == []
+    store.close()
 
 
 def test_an_exact_keyword_match_passes_on_its_words(store, remember, embedder):

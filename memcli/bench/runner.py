@@ -277,6 +277,8 @@ def _check_setting(name: str, value: Any, default: Any) -> None:
     if default is None:  # an optional number (None: the model's own, e.g. floor_cosine)
         if value is not None and not (number(value) and math.isfinite(value)):
             raise ValueError(f"{name} must be a finite number or null, not {value!r}")
+        if value is not None and name in _NUMBER_RANGES:
+            _check_setting(name, value, 0.0)
         return
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -550,8 +552,13 @@ class _Scorer:
             )
         best = row.get("gold_session_top") if opts.wants_sessions() else row.get("gold_top")
         if getattr(result, "floor", None) is not None and best is not None:
-            # Does the question's best-ranked gold item reach the relevance floor?
-            passes = best["relevance"] is not None and best["relevance"] >= 1.0
+            # Is the question's best-ranked gold item shown: does the question pass the
+            # floor, and the item reach the share of it that items are shown down to?
+            passes = (
+                bool(result.passed)
+                and best["relevance"] is not None
+                and best["relevance"] >= result.floor.item_share
+            )
             self.agg.count("floor:best-gold-" + ("kept" if passes else "cut"))
         if question.gold_ids:
             gold = set(question.gold_ids)

@@ -13,11 +13,13 @@ enough to the query to count as about it? A candidate passes when
   March 10?" is answered by that day's facts, whatever they say).
 
 Its relevance is the larger of the two as a share of its floor, so 1.0 is the floor itself
-and `passes` is relevance >= 1. Candidates below it are not shown; a question none of whose
-candidates passes gets no memories (an agent then says it does not know, instead of
-answering from the least bad ones). The setting floor_item_share (default 1) shows, once one
-candidate passes, the others down to that share of the floor: the near misses of a question
-about something said (bench/shown_metrics.py). `--min-score` replaces the floor.
+and `passes` is relevance >= 1. A question none of whose candidates passes gets no memories
+(an agent then says it does not know, instead of answering from the least bad ones). Once
+one passes, the others are shown down to the item floor, a share of it (floor_item_share):
+the best candidate of a question about something said lies well above the cosines of its
+other relevant memories, so one floor for both had to choose between showing a good
+question's near misses and emptying a question about nothing. A model's calibration gives
+both levels; `--min-score` replaces the floor.
 
 A model whose floor is not known (a GGUF the user brought) has none: its cosines are on a
 scale nobody measured.
@@ -34,9 +36,13 @@ import numpy as np
 from memcli import fts
 from memcli.recall.types import Candidate
 
-# Cosine floors per model (its own name, GGUF general.name), calibrated on the dev sets so
-# that 97% of answerable questions keep their best gold item (bench/calibrate_floor.py).
-COSINE_FLOORS: dict[str, float] = {"multilingual-e5-small": 0.366}
+# Cosine floors per model (its own name, GGUF general.name): (question, item), calibrated on
+# the dev sets (bench/calibrate_floor.py --gates, bench/RESULTS.md). The item floor keeps at
+# least 98% of every dev set's answerable questions' best gold items (a point of margin over
+# the 97% asked, for data not seen); the question floor is the highest at which no set keeps
+# fewer of them than the one-level floor of 0.366 did, and it empties more of the questions
+# about nothing a store holds (another dev set's, asked of it).
+COSINE_FLOORS: dict[str, tuple[float, float]] = {"multilingual-e5-small": (0.38, 0.32)}
 # Share of the query's search terms a candidate's own words must hold to pass on words alone.
 KEYWORD_COVERAGE = 1.0
 # Candidates checked at most (in final order): far more than a 4096-token budget holds.
@@ -56,21 +62,27 @@ class Floor:
     def to_json(self) -> dict[str, float]:
         out = {"cosine": self.cosine, "keyword": self.keyword}
         if self.item_share < 1.0:
-            out["item_share"] = self.item_share
+            out["item_share"] = round(self.item_share, 4)
         return out
 
 
 def floor_for(model: Any, settings: Any) -> Floor | None:
-    """The floor for this embedder: the setting when given, else the calibrated one of the
-    model, else none (an unknown model's cosines are on an unmeasured scale)."""
-    cosine = settings.floor_cosine
+    """The floor for this embedder: the settings when given (floor_cosine alone is one
+    level), else the calibrated levels of the model, else none (an unknown model's cosines
+    are on an unmeasured scale)."""
+    cosine, share = settings.floor_cosine, settings.floor_item_share
     if cosine is None:
         name = getattr(model, "name", None)
-        cosine = COSINE_FLOORS.get(name) if name else None
-    if cosine is None:
-        return None
+        calibrated = COSINE_FLOORS.get(name) if name else None
+        if calibrated is None:
+            return None
+        cosine, item = calibrated
+        if share is None:
+            share = item / cosine
     return Floor(
-        float(cosine), float(settings.floor_keyword_coverage), float(settings.floor_item_share)
+        float(cosine),
+        float(settings.floor_keyword_coverage),
+        float(share) if share is not None else 1.0,
     )
 
 

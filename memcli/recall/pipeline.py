@@ -404,8 +404,8 @@ def _recall_once(
     timings["scoring"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    # Nothing below the relevance floor is shown (--min-score replaces it; with the setting
-    # floor_item_share < 1, a passing question's near misses are: recall/floor.py).
+    # Nothing below the relevance floor is shown: a question passes at its question level,
+    # and then its memories down to the item level (--min-score replaces it: recall/floor.py).
     applied = (
         floor.floor_for(model, settings)
         if options.min_score is None and ctx.query_vec is not None
