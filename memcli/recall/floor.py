@@ -41,7 +41,7 @@ from memcli.recall.types import Candidate
 # least 98% of every dev set's answerable questions' best gold items (a point of margin over
 # the 97% asked, for data not seen); the question floor is the highest at which no set keeps
 # fewer of them than the one-level floor of 0.366 did, and it empties more of the questions
-# about nothing a store holds (another dev set's, asked of it).
+# about nothing a store holds (the other English dev set's, asked of it).
 COSINE_FLOORS: dict[str, tuple[float, float]] = {"multilingual-e5-small": (0.38, 0.32)}
 # Share of the query's search terms a candidate's own words must hold to pass on words alone.
 KEYWORD_COVERAGE = 1.0
