@@ -19,7 +19,8 @@ candidate that reaches the item floor F is shown (the setting floor_item_share =
 For each pair: the share of answerable questions that keep their best gold item, per set;
 the dev sets' unanswerable questions emptied; and the "never said" questions emptied:
 `--never-said N` asks each store N questions of another dev set in its language (LoCoMo's
-of LongMemEval's stores and back; the CJK sets' of each other's), about nothing it holds.
+of LongMemEval's stores and back, about nothing it holds; the CJK sets' of each other's,
+which share people and topics, so many of those are answerable).
 """
 
 from __future__ import annotations
