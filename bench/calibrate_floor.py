@@ -225,7 +225,7 @@ def main() -> None:
         f"answerable {len(answerable)} (best gold among the checked candidates: {len(found)}), "
         f"unanswerable {len(unanswerable)}"
     )
-    grid = sorted({c for r in found for c, _ in r["cands"]})
+    grid = sorted({c for r in found for c, _, _ in r["cands"]})
     for cov_floor in (0.5, 0.75, 1.0, 2.0):
         best = None
         for cos_floor in grid:

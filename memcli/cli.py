@@ -567,10 +567,10 @@ def recall(
 
 
 def _above_min_score(result: Any) -> list[Any]:
-    """The candidates the budget may show: above --min-score, or above the relevance
-    floor when one was applied."""
+    """The candidates the budget may show: above --min-score, or those the relevance floor
+    shows when one was applied (none of a question that did not pass)."""
     if result.floor is not None:
-        return [c for c in result.ranked if c.relevance is not None and c.relevance >= 1.0]
+        return [c for c in result.ranked if result.passed and result.floor.shows(c.relevance)]
     floor = result.min_score
     return [c for c in result.ranked if floor is None or c.final >= floor]
 

@@ -6,8 +6,9 @@ The file, one JSON object a line, in this order:
    "vectors": {"dim", "encoding"} or null, "ids": {table: [min, max]},
    "fact_id_high": the highest fact id ever given (absent before), "counts": {...}}
   {"kind": "document", ...}*  {"kind": "chunk", ...}*  {"kind": "entity", ...}*
-   (a document synced from a folder also has "source_hash" and "sync_root", so that
-   `mem sync` of that folder goes on in the store the bank is imported into)
+   (a document made from a file or another tool's history also has "source_hash", and one
+   `mem sync` made "sync_root", so that a sync of that folder goes on in the store the bank
+   is imported into)
   {"kind": "fact", ...}*      {"kind": "link", ...}*
   {"kind": "end", "counts": {...}}
 Every row keeps its id, so an import into a store that has none of those ids (a fresh

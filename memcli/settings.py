@@ -94,9 +94,9 @@ class RecallSettings:
     # see recall/fusion.py.
     time_query_temporal_weight: float = 3.0
 
-    # The relevance floor (recall/floor.py): a candidate is shown when its cosine to the query
-    # reaches floor_cosine (None: the embedder's calibrated floor; 0: no floor) or its own
-    # words hold floor_keyword_coverage of the query's terms.
+    # The relevance floor (recall/floor.py): a question passes when a candidate's cosine to
+    # the query reaches floor_cosine (None: the embedder's calibrated question floor; 0: no
+    # floor) or its own words hold floor_keyword_coverage of the query's terms.
     floor_cosine: float | None = None
     floor_keyword_coverage: float = 1.0
     # Once one candidate reaches the floor (the question is about something said), others

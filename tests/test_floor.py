@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from memcli.cli import _above_min_score
 from memcli.models.load import load_embedder
 from memcli.recall import RecallOptions, recall
 from memcli.recall.floor import COSINE_FLOORS, Floor, floor_for
@@ -77,7 +78,7 @@ def test_below_the_floor_a_share_of_it_shows_once_the_question_passes(store, rem
     assert loose.floor.item_share == share and loose.floor.to_json()["item_share"] == round(
         share, 4
     )
-    assert "item_share" not in strict.floor.to_json()  # the default says nothing new
+    assert "item_share" not in strict.floor.to_json()  # one level says nothing more
     assert len(loose.results) == len(strict.results) + 1
     assert min(c.relevance for c in loose.results) == upper
     assert [c.fact_id for c in loose.results[: len(strict.results)]] == [
@@ -119,6 +120,8 @@ def test_the_calibrated_floor_asks_more_of_a_question_than_of_what_it_shows(tmp_
     assert max(cosines.values()) >= question
     assert {c.fact_id for c in good.results} == {f for f, cos in cosines.items() if cos >= item}
     assert any(item <= cos < question for cos in cosines.values()), "no near miss to show"
+    # What a smaller budget could still show (the CLI's advice counts these) is the same set.
+    assert {c.fact_id for c in _above_min_score(good)} == {c.fact_id for c in good.results}
     # The same question asked with a single floor at the item level passes: at the two
     # levels, a question none of whose candidates reaches the question floor does not.
     far = "What is the boiling point of tungsten?"

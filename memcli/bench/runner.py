@@ -256,6 +256,7 @@ _NUMBER_RANGES = {
     "temporal_spread_factor": (0.0, True, math.inf),
     "document_gap_hours": (0.0, True, math.inf),
     "floor_item_share": (0.0, False, 1.0),
+    "floor_cosine": (0.0, True, 1.0),
 }
 # Arm weights: rank-space weights divide a rank (above 0); score weights may be 0.
 _WEIGHT_LOW = {"arm_weights": (0.0, False), "score_weights": (0.0, True)}
@@ -517,13 +518,15 @@ class _Scorer:
             for name, arm in result.arms.items()
         }
         candidates: set[str] = set().union(*arm_lists.values()) if arm_lists else set()
-        # What reached the relevance floor, when one ran (a floor cut is its own loss class).
+        # What the relevance floor lets be shown, when one ran (a floor cut is its own loss
+        # class): nothing of a question that did not pass, else its candidates that reach
+        # the item level.
         passed = (
             {
                 s
                 for c in result.ranked
-                if c.relevance is not None
-                and c.relevance >= 1.0
+                if result.passed
+                and result.floor.shows(c.relevance)
                 and (s := source_of.get(c.fact_id)) is not None
             }
             if getattr(result, "floor", None) is not None
