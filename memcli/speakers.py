@@ -23,6 +23,13 @@ retain, so retaining them again finds the duplicates. A name is one to three cap
 time ("Monday:", "Yesterday:"). Items that are no conversation turns (a note's paragraphs, an
 imported list: lead_in False), items kept verbatim and items with a context of their own are
 left alone, as is an item whose later lines open with another name (two people's words).
+
+Chat exports open each message with a time stamp: "[12/03/2023, 10:30:15] Alice: ..."
+(WhatsApp on iOS), "12/03/2023, 10:30 - Alice: ..." (on Android), "[2024-03-02 10:30]" or
+"[10:30]" (other logs); Markdown writes "**Alice:** ...". The speaker is read after the stamp;
+the stamp is kept as written in the turn's metadata ("said_at"), and when it names a day
+that can be told (an ISO date, or a day/month order that some stamp of the same input above
+12 settles), the turn is said then, on the user's clock ($TZ), as the phone showed it.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
+from memcli.clock import local_to_utc
 from memcli.display import has_visible_text
 from memcli.lang import CJK_SCRIPTS, script_of
 
@@ -43,7 +51,20 @@ MAX_LABEL = 40
 MAX_LABEL_WORDS = 3
 # Chinese, Japanese and Korean names are 2-4 characters, a few up to 6; longer is a phrase.
 MAX_CJK_NAME = 6
-_LABEL = re.compile(rf"[ \t]*([^\s:：][^:：\n]{{0,{MAX_LABEL - 1}}}?)[ \t]*[:：][ \t]*(?=\S)")
+# A Markdown label is bold ("**Alice:**" or "**Alice**:"), the marks around it no part of it.
+_LABEL = re.compile(
+    rf"[ \t]*(\*\*|__)?([^\s:：*_][^:：\n*]{{0,{MAX_LABEL - 1}}}?)[ \t]*(?:\1)?"
+    r"[ \t]*[:：][ \t]*(?:\1)?[ \t]*(?=\S)"
+)
+# A chat export's time stamp at the start of a line, before the speaker: bracketed ("[12/03/
+# 2023, 10:30:15]", "[2024-03-02 10:30]", "[10:30]") or WhatsApp on Android's "12/03/2023,
+# 10:30 - ". A 12-hour clock may end in AM/PM (after a narrow no-break space, on iOS).
+_DATE = r"\d{1,4}[./-]\d{1,2}[./-]\d{1,4}"
+_CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?\s?[Mm]\.?)?"
+_STAMP = re.compile(
+    rf"[ \t]*(?:\[((?:{_DATE}(?:,?\s+|T))?{_CLOCK})\]|({_DATE},?\s+{_CLOCK})\s+[-–]\s)[ \t]*"
+    r"(?=\S)"
+)
 # Characters a name may hold besides letters: "O'Neil", "Jean-Luc", "Dr. Smith".
 _NAME_MARKS = frozenset(".'’-")
 # A transcript: this many names, each opening this many items (or lines) of different text,
@@ -57,6 +78,8 @@ TRANSCRIPT_SHARE = 0.5
 NAME_SHARE = 0.75
 # More speakers than two following one another in a fixed order this often are records.
 CYCLE_SHARE = 0.9
+# The metadata key of a turn's time stamp, as its line gave it.
+SAID_AT = "said_at"
 # Any fixed day: a label is a time if the time parser reads one in it at all.
 _SOME_DAY = datetime(2000, 1, 1)
 
@@ -91,12 +114,78 @@ def is_name(label: str) -> bool:
     return extract_fact_time(label, _SOME_DAY) is None
 
 
+def split_stamp(line: str) -> tuple[str | None, str]:
+    """(the time stamp a chat export's line opens with, as written; the rest of the line),
+    or (None, the line) when it opens with none."""
+    match = _STAMP.match(line)
+    if match is None:
+        return None, line
+    return (match.group(1) or match.group(2)).strip(), line[match.end() :]
+
+
+def stamp_times(stamps: Sequence[str]) -> list[datetime | None]:
+    """The instant (naive UTC) each stamp of one input names, read on the user's clock; None
+    for a clock time alone, a day that does not exist, or a day/month order that no stamp of
+    the input settles (none has a number above 12 in one of the two places)."""
+    parts = [_stamp_parts(s) for s in stamps]
+    slashed = [p for p in parts if p is not None and p[0] == "dmy?"]
+    day_first = any(p[1] > 12 for p in slashed)
+    month_first = any(p[2] > 12 for p in slashed)
+    out: list[datetime | None] = []
+    for p in parts:
+        when = None
+        if p is not None and p[0] != "clock":
+            kind, a, b, year, hour, minute, second = p
+            if kind == "ymd":
+                month, day = a, b
+            elif day_first != month_first:  # exactly one order is shown
+                day, month = (a, b) if day_first else (b, a)
+            else:
+                day = month = 0
+            try:
+                when = local_to_utc(datetime(year, month, day, hour, minute, second))
+            except (ValueError, OverflowError):
+                when = None
+        out.append(when)
+    return out
+
+
+_STAMP_PARTS = re.compile(
+    r"(?:(\d{1,4})[./-](\d{1,2})[./-](\d{1,4})(?:,?\s+|T))?"
+    r"(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s?([AaPp])\.?\s?[Mm]\.?)?"
+)
+
+
+def _stamp_parts(stamp: str) -> tuple | None:
+    """(kind, first, second, year, hour, minute, second) of a stamp: kind "ymd" (an ISO-like
+    year first), "dmy?" (day and month in an order still to settle) or "clock" (no date)."""
+    match = _STAMP_PARTS.fullmatch(stamp)
+    if match is None:
+        return None
+    first, middle, last, hour, minute, second, half = match.groups()
+    hour_n, minute_n, second_n = int(hour), int(minute), int(second or 0)
+    if half is not None:
+        if not 1 <= hour_n <= 12:
+            return None
+        hour_n = hour_n % 12 + (12 if half in "Pp" else 0)
+    if hour_n > 23 or minute_n > 59 or second_n > 59:
+        return None
+    if first is None:
+        return ("clock", 0, 0, 0, hour_n, minute_n, second_n)
+    if len(first) == 4:
+        return ("ymd", int(middle), int(last), int(first), hour_n, minute_n, second_n)
+    year = int(last) + (2000 if len(last) == 2 else 0)
+    if len(last) not in (2, 4):
+        return None
+    return ("dmy?", int(first), int(middle), year, hour_n, minute_n, second_n)
+
+
 def split_label(text: str) -> tuple[str, str] | None:
     """(name, the rest) of a text that opens with a speaker-like label, else None."""
     match = _LABEL.match(text)
     if match is None:
         return None
-    label = match.group(1).strip()
+    label = match.group(2).strip()
     rest = text[match.end() :]
     if not label or not has_visible_text(rest) or not is_name(label):
         return None
@@ -109,7 +198,7 @@ def _opens_like_a_label(text: str) -> bool:
     match = _LABEL.match(text)
     if match is None:
         return False
-    words = match.group(1).split()
+    words = match.group(2).split()
     return 1 <= len(words) <= MAX_LABEL_WORDS and (
         words[0][0].isupper() or script_of(words[0][0]) in CJK_SCRIPTS
     )
@@ -151,35 +240,52 @@ def _candidate(item: Any) -> bool:
     return item.context is None and item.lead_in and not item.verbatim
 
 
-def transcript_turns(text: str) -> list[tuple[str | None, str]] | None:
+class Turn(NamedTuple):
+    """One turn of a transcript: its speaker (None: nobody's), its text, and the time stamp
+    its line opened with, as written (None: none)."""
+
+    speaker: str | None
+    text: str
+    stamp: str | None = None
+
+
+def read_line(line: str) -> tuple[str | None, str, tuple[str, str] | None]:
+    """(its time stamp, the line after it, (name, the rest) when that opens with a label)."""
+    stamp, body = split_stamp(line)
+    return stamp, body, split_label(body)
+
+
+def transcript_turns(text: str) -> list[Turn] | None:
     """The turns of a text that is a transcript, each labelled line opening one (lines
-    without a label continue the turn above; lines before the first label are a turn of no
-    speaker): (its speaker, its text), or (None, the line as written) for a label that is no
-    talker's. None when the text is no transcript."""
+    without a label continue the turn above, unless a time stamp opens them: a message of
+    nobody's, such as a chat export's notice; lines before the first label are a turn of no
+    speaker): a talker's turn without its label and stamp, or the line as written for a
+    label that is no talker's. None when the text is no transcript."""
     lines = text.splitlines()
-    found = [split_label(line) for line in lines]
-    labelled = [f for f in found if f is not None]
-    speakers = talkers(labelled, lines)
+    read = [read_line(line) for line in lines]
+    labelled = [label for _, _, label in read if label is not None]
+    speakers = talkers(labelled, [body for _, body, _ in read])
     if not speakers:
         return None
-    turns: list[tuple[str | None, str]] = []
+    turns: list[Turn] = []
     name: str | None = None
     said: list[str] = []
+    said_at: str | None = None
 
     def close() -> None:
         body = "\n".join(said).strip()
         if has_visible_text(body):
-            turns.append((name, body))
+            turns.append(Turn(name, body, said_at))
 
-    for line, label in zip(lines, found):
-        if label is None:
+    for line, (stamp, _, label) in zip(lines, read):
+        if label is None and stamp is None:
             said.append(line)
             continue
         close()
-        if label[0] in speakers:
-            name, said = label[0], [label[1]]
+        if label is not None and label[0] in speakers:
+            name, said, said_at = label[0], [label[1]], stamp
         else:
-            name, said = None, [line]
+            name, said, said_at = None, [line], None
     close()
     return turns
 
@@ -187,22 +293,34 @@ def transcript_turns(text: str) -> list[tuple[str | None, str]] | None:
 def _one_speaker(text: str, name: str) -> bool:
     """No later line of text opens with another name: it is all one person's words."""
     for line in text.splitlines()[1:]:
-        found = split_label(line)
+        found = read_line(line)[2]
         if found is not None and found[0] != name:
             return False
     return True
 
 
-def _said_by(item: Any, name: str | None, text: str) -> Any:
-    """A copy of item with this speaker and text (its lists and dicts copied too)."""
+def _said_by(item: Any, name: str | None, text: str, stamp: str | None = None) -> Any:
+    """A copy of item with this speaker and text (its lists and dicts copied too), and the
+    time stamp its line opened with in its metadata (said_at, unless the item has one)."""
+    metadata = dict(item.metadata)
+    if stamp is not None:
+        metadata.setdefault(SAID_AT, stamp)
     return dataclasses.replace(
         item,
         text=text,
         context=name,
         tags=list(item.tags),
-        metadata=dict(item.metadata),
+        metadata=metadata,
         mentions=dict(item.mentions),
     )
+
+
+def _said_when(items: list[Any], stamped: Sequence[tuple[int, str]]) -> None:
+    """Give each item at these positions the time its stamp names, where one can be told
+    (stamp_times: the stamps of one input settle its day/month order together)."""
+    for (i, _), when in zip(stamped, stamp_times([stamp for _, stamp in stamped])):
+        if when is not None:
+            items[i] = dataclasses.replace(items[i], timestamp=when)
 
 
 def split_transcripts(items: Sequence[Any]) -> tuple[list[Any], int]:
@@ -217,9 +335,13 @@ def split_transcripts(items: Sequence[Any]) -> tuple[list[Any], int]:
         if turns is None:
             out.append(item)
             continue
-        for name, text in turns:
-            out.append(_said_by(item, name, text))
+        stamped = []
+        for name, text, stamp in turns:
+            if stamp is not None:
+                stamped.append((len(out), stamp))
+            out.append(_said_by(item, name, text, stamp))
             given += name is not None
+        _said_when(out, stamped)
     return out, given
 
 
@@ -229,12 +351,17 @@ def read_speakers(items: Sequence[Any]) -> tuple[list[Any], int]:
     and how many items got a speaker."""
     out, given = split_transcripts(items)
     candidates = [i for i, item in enumerate(out) if _candidate(item)]
-    labelled = [(i, *found) for i in candidates if (found := split_label(out[i].text))]
+    read = {i: read_line(out[i].text) for i in candidates}
+    labelled = [(i, stamp, *label) for i, (stamp, _, label) in read.items() if label]
     speakers = talkers(
-        [(name, rest) for _, name, rest in labelled], [out[i].text for i in candidates]
+        [(name, rest) for _, _, name, rest in labelled], [read[i][1] for i in candidates]
     )
-    for i, name, rest in labelled:
+    stamped = []
+    for i, stamp, name, rest in labelled:
         if name in speakers and _one_speaker(rest, name):
-            out[i] = _said_by(out[i], name, rest)
+            out[i] = _said_by(out[i], name, rest, stamp)
             given += 1
+            if stamp is not None:
+                stamped.append((i, stamp))
+    _said_when(out, stamped)
     return out, given

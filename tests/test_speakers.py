@@ -169,8 +169,13 @@ def test_two_peoples_words_in_one_item_are_nobody_s() -> None:
     assert (read[-1].context, read[-1].text) == (None, given[-1].text)
 
 
+def turns(text: str) -> list[tuple[str | None, str]] | None:
+    found = transcript_turns(text)
+    return None if found is None else [(t.speaker, t.text) for t in found]
+
+
 def test_transcript_turns() -> None:
-    assert transcript_turns(CHAT) == [
+    assert turns(CHAT) == [
         (None, "Chat with Bob, 3 May"),
         ("Alice", "I moved to Lisbon last spring."),
         ("Bob", "Nice! Do you like it there?"),
@@ -178,12 +183,12 @@ def test_transcript_turns() -> None:
         ("Bob", "I'm learning Portuguese for my trip in May."),
     ]
     # a heading repeated, a note with one labelled line, a single line: no transcript
-    assert transcript_turns("Note: a\nNote: b\nNote: c") is None
-    assert transcript_turns("Shopping\nNote: buy milk\neggs\nbread") is None
-    assert transcript_turns("Alice: hi") is None
+    assert turns("Note: a\nNote: b\nNote: c") is None
+    assert turns("Shopping\nNote: buy milk\neggs\nbread") is None
+    assert turns("Alice: hi") is None
     # in a dialogue, one who says a single line is a speaker too; "Note:" stays a line of
     # its own, as written (an ordinary word is no name)
-    assert transcript_turns("Alice: a\nBob: b\nCarol: c\nNote: n\nAlice: d\nBob: e") == [
+    assert turns("Alice: a\nBob: b\nCarol: c\nNote: n\nAlice: d\nBob: e") == [
         ("Alice", "a"),
         ("Bob", "b"),
         ("Carol", "c\nNote: n"),
