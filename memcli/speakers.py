@@ -29,7 +29,8 @@ Chat exports open each message with a time stamp: "[12/03/2023, 10:30:15] Alice:
 "[10:30]" (other logs); Markdown writes "**Alice:** ...". The speaker is read after the stamp;
 the stamp is kept as written in the turn's metadata ("said_at"), and when it names a day
 that can be told (an ISO date, or a day/month order that some stamp of the same input above
-12 settles), the turn is said then, on the user's clock ($TZ), as the phone showed it.
+12 settles), the turn is said then, on the user's clock ($TZ), as the phone showed it, unless
+the caller gave the item a time of its own.
 """
 
 from __future__ import annotations
@@ -174,9 +175,9 @@ def _stamp_parts(stamp: str) -> tuple | None:
         return ("clock", 0, 0, 0, hour_n, minute_n, second_n)
     if len(first) == 4:
         return ("ymd", int(middle), int(last), int(first), hour_n, minute_n, second_n)
-    year = int(last) + (2000 if len(last) == 2 else 0)
     if len(last) not in (2, 4):
         return None
+    year = int(last) + (2000 if len(last) == 2 else 0)
     return ("dmy?", int(first), int(middle), year, hour_n, minute_n, second_n)
 
 
@@ -317,9 +318,10 @@ def _said_by(item: Any, name: str | None, text: str, stamp: str | None = None) -
 
 def _said_when(items: list[Any], stamped: Sequence[tuple[int, str]]) -> None:
     """Give each item at these positions the time its stamp names, where one can be told
-    (stamp_times: the stamps of one input settle its day/month order together)."""
+    (stamp_times: the stamps of one input settle its day/month order together) and the
+    caller gave none (`--at`, a JSONL "timestamp": what the caller says comes first)."""
     for (i, _), when in zip(stamped, stamp_times([stamp for _, stamp in stamped])):
-        if when is not None:
+        if when is not None and items[i].timestamp is None:
             items[i] = dataclasses.replace(items[i], timestamp=when)
 
 

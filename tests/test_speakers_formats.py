@@ -80,7 +80,7 @@ and the light.
 
 def test_a_pasted_whatsapp_chat_becomes_turns_said_when_stamped(monkeypatch) -> None:
     monkeypatch.setenv("TZ", "Europe/Lisbon")  # the stamps are the phone's wall clock
-    (item,) = [RetainItem(text=WHATSAPP, timestamp=datetime(2026, 5, 3))]
+    (item,) = [RetainItem(text=WHATSAPP)]
     read, count = read_speakers([item])
     assert count == 4
     assert [(i.context, i.text, i.metadata.get("said_at")) for i in read] == [
@@ -97,6 +97,10 @@ def test_a_pasted_whatsapp_chat_becomes_turns_said_when_stamped(monkeypatch) -> 
         datetime(2023, 3, 13, 8, 2, 11),
     ]
     assert item.text == WHATSAPP and item.metadata == {}  # the caller's item is not changed
+    # A time the caller gives (--at, a JSONL "timestamp") comes first; the stamp stays.
+    told = datetime(2026, 5, 3)
+    read, _ = read_speakers([RetainItem(text=WHATSAPP, timestamp=told)])
+    assert {i.timestamp for i in read} == {told} and read[0].metadata["said_at"]
 
 
 def test_an_android_export_with_a_system_line_and_local_time(monkeypatch) -> None:
@@ -174,8 +178,8 @@ def test_a_whatsapp_chat_through_the_cli_answers_a_question_about_its_day(tmp_pa
     said = {(m["context"], m["mentioned_at"][:10], m["metadata"]["said_at"]) for m in rows}
     assert ("Alice", "2023-03-12", "12/03/2023, 10:30:15") in said
     assert ("Bob", "2023-03-13", "13/03/2023, 08:02:11") in said
-    # the same export pasted again, on another day: every message is a duplicate
-    again = ["--db", str(db), "retain", "--at", "2027-01-01", "-"]
+    # the same export pasted again: every message is a duplicate (its stamps are its times)
+    again = ["--db", str(db), "retain", "-"]
     r = runner.invoke(app, again, input=WHATSAPP, env=env)
     assert r.exit_code == 0, r.output
     assert (
