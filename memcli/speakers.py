@@ -26,7 +26,7 @@ left alone, as is an item whose later lines open with another name (two people's
 
 Chat exports open each message with a time stamp: "[12/03/2023, 10:30:15] Alice: ..."
 (WhatsApp on iOS), "12/03/2023, 10:30 - Alice: ..." (on Android), "[2024-03-02 10:30]" or
-"[10:30]" (other logs); Markdown writes "**Alice:** ...". The speaker is read after the stamp;
+"[10:30]" (other logs). The speaker is read after the stamp;
 the stamp is kept as written in the turn's metadata ("said_at"), and when it names a day
 that can be told (an ISO date, or a day/month order that some stamp of the same input above
 12 settles), the turn is said then, on the user's clock ($TZ), as the phone showed it, unless
@@ -52,19 +52,19 @@ MAX_LABEL = 40
 MAX_LABEL_WORDS = 3
 # Chinese, Japanese and Korean names are 2-4 characters, a few up to 6; longer is a phrase.
 MAX_CJK_NAME = 6
-# A Markdown label is bold ("**Alice:**" or "**Alice**:"), the marks around it no part of it.
+# iOS group chats write a sender who is no contact as "~ Alice" (a narrow no-break space).
 _LABEL = re.compile(
-    rf"[ \t]*(\*\*|__)?([^\s:：*_][^:：\n*]{{0,{MAX_LABEL - 1}}}?)[ \t]*(?:\1)?"
-    r"[ \t]*[:：][ \t]*(?:\1)?[ \t]*(?=\S)"
+    rf"[ \t]*(?:~[ \t\u202f]*)?([^\s:：~][^:：\n]{{0,{MAX_LABEL - 1}}}?)[ \t]*[:：][ \t]*(?=\S)"
 )
 # A chat export's time stamp at the start of a line, before the speaker: bracketed ("[12/03/
 # 2023, 10:30:15]", "[2024-03-02 10:30]", "[10:30]") or WhatsApp on Android's "12/03/2023,
 # 10:30 - ". A 12-hour clock may end in AM/PM (after a narrow no-break space, on iOS).
 _DATE = r"\d{1,4}[./-]\d{1,2}[./-]\d{1,4}"
 _CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?\s?[Mm]\.?)?"
+# iOS opens a notice's or an attachment's line with a left-to-right mark (U+200E).
 _STAMP = re.compile(
-    rf"[ \t]*(?:\[((?:{_DATE}(?:,?\s+|T))?{_CLOCK})\]|({_DATE},?\s+{_CLOCK})\s+[-–]\s)[ \t]*"
-    r"(?=\S)"
+    rf"[ \t\u200e\u200f]*(?:\[((?:{_DATE}(?:,?\s+|T))?{_CLOCK})\]|({_DATE},?\s+{_CLOCK})\s+[-–]\s)"
+    r"[ \t\u200e\u200f]*(?=\S)"
 )
 # Characters a name may hold besides letters: "O'Neil", "Jean-Luc", "Dr. Smith".
 _NAME_MARKS = frozenset(".'’-")
@@ -129,6 +129,8 @@ def stamp_times(stamps: Sequence[str]) -> list[datetime | None]:
     for a clock time alone, a day that does not exist, or a day/month order that no stamp of
     the input settles (none has a number above 12 in one of the two places)."""
     parts = [_stamp_parts(s) for s in stamps]
+    # A stamp with both numbers above 12 names no day either way, and settles nothing.
+    parts = [None if p and p[0] == "dmy?" and min(p[1], p[2]) > 12 else p for p in parts]
     slashed = [p for p in parts if p is not None and p[0] == "dmy?"]
     day_first = any(p[1] > 12 for p in slashed)
     month_first = any(p[2] > 12 for p in slashed)
@@ -186,7 +188,7 @@ def split_label(text: str) -> tuple[str, str] | None:
     match = _LABEL.match(text)
     if match is None:
         return None
-    label = match.group(2).strip()
+    label = match.group(1).strip()
     rest = text[match.end() :]
     if not label or not has_visible_text(rest) or not is_name(label):
         return None
@@ -199,7 +201,7 @@ def _opens_like_a_label(text: str) -> bool:
     match = _LABEL.match(text)
     if match is None:
         return False
-    words = match.group(2).split()
+    words = match.group(1).split()
     return 1 <= len(words) <= MAX_LABEL_WORDS and (
         words[0][0].isupper() or script_of(words[0][0]) in CJK_SCRIPTS
     )
@@ -268,6 +270,11 @@ def transcript_turns(text: str) -> list[Turn] | None:
     speakers = talkers(labelled, [body for _, body, _ in read])
     if not speakers:
         return None
+    # A stamped chat (most talkers' lines carry a stamp): there a stamped line with no
+    # talker is a message of its own (a notice); elsewhere it continues the turn above
+    # ("[09:00] standup" in Alice's plan for the day).
+    talking = [stamp for stamp, _, label in read if label is not None and label[0] in speakers]
+    stamped_chat = sum(stamp is not None for stamp in talking) * 2 > len(talking)
     turns: list[Turn] = []
     name: str | None = None
     said: list[str] = []
@@ -279,7 +286,7 @@ def transcript_turns(text: str) -> list[Turn] | None:
             turns.append(Turn(name, body, said_at))
 
     for line, (stamp, _, label) in zip(lines, read):
-        if label is None and stamp is None:
+        if label is None and (stamp is None or not stamped_chat):
             said.append(line)
             continue
         close()

@@ -1,7 +1,7 @@
-"""Chat exports whose lines open with a time stamp or a Markdown label (memcli/speakers.py):
-WhatsApp's two layouts, bracketed ISO or clock times, "**Alice:**". The speaker is read after
-the stamp, the stamp is kept as written in the memory's metadata ("said_at"), and a stamp that
-names a day unambiguously becomes the time the turn was said."""
+"""Chat exports whose lines open with a time stamp (memcli/speakers.py): WhatsApp's two
+layouts, bracketed ISO or clock times. The speaker is read after the stamp, the stamp is kept
+as written in the memory's metadata ("said_at"), and a stamp that names a day unambiguously
+becomes the time the turn was said, unless the caller gave one."""
 
 from __future__ import annotations
 
@@ -40,15 +40,32 @@ def test_split_stamp(line: str, stamp, rest: str) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("**Alice:** I moved.", ("Alice", "I moved.")),
-        ("**Alice**: I moved.", ("Alice", "I moved.")),
-        ("__Bob__: fine", ("Bob", "fine")),
-        ("**Note:** buy milk", None),  # an ordinary word, bold or not
-        ("**Bold claim** without a colon", None),
+        # iOS group chats: a sender who is no contact
+        ("~\u202fAlice: I moved.", ("Alice", "I moved.")),
+        # Markdown bold is no label here: a note's "**Term:** ..." lines are no people
+        ("**Alice:** I moved.", None),
+        ("**Note:** buy milk", None),
     ],
 )
-def test_a_markdown_label_is_read_as_a_plain_one(text: str, expected) -> None:
+def test_labels_of_chat_exports(text: str, expected) -> None:
     assert split_label(text) == expected
+
+
+def test_a_line_of_many_spaces_is_read_at_once() -> None:
+    """Text from a PDF or a fixed-width table: a regular expression that backtracks over
+    the spaces took 72 s for this line (the whole retain waits on it)."""
+    import signal
+
+    def too_slow(*_):
+        raise TimeoutError("split_label backtracks")
+
+    signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(10)
+    try:
+        assert split_label("Total" + " " * 20000 + "42") is None
+        assert split_stamp("[10:30]" + " " * 20000 + "x")[0] == "10:30"
+    finally:
+        signal.alarm(0)
 
 
 @pytest.mark.parametrize(
@@ -63,6 +80,8 @@ def test_a_markdown_label_is_read_as_a_plain_one(text: str, expected) -> None:
         (["01/02/2023, 10:30", "02/03/2023, 11:00"], [None, None]),
         (["10:30", "11:00"], [None, None]),  # a clock alone names no day
         (["31/02/2023, 10:30"], [None]),  # no such day
+        # both numbers above 12: no day either way, and no say in the order of the others
+        (["13/14/2023, 10:30", "13/03/2023, 10:31"], [None, (2023, 3, 13, 10, 31)]),
     ],
 )
 def test_stamp_times(stamps, expected, monkeypatch) -> None:
@@ -157,14 +176,32 @@ def test_stamped_lines_given_as_items_are_read_the_same(monkeypatch) -> None:
     ]
 
 
-def test_a_markdown_transcript_gets_its_speakers() -> None:
+def test_stamped_lines_in_a_plain_transcript_stay_in_their_turn() -> None:
+    """Only in a stamped chat is a stamped line with no speaker a message of its own."""
     text = (
-        "**Alice:** We ship on Friday.\n**Bob:** Then QA on Thursday.\n"
-        "**Alice**: And the release notes?\n**Bob**: Maya writes them."
+        "Alice: Here's tomorrow's plan:\n[09:00] standup\n[10:30] budget review\n"
+        "Bob: Sounds good.\nAlice: Don't be late.\nBob: I won't."
     )
     read, count = read_speakers([RetainItem(text=text)])
-    assert count == 4 and {i.context for i in read} == {"Alice", "Bob"}
-    assert read[0].text == "We ship on Friday." and "said_at" not in read[0].metadata
+    assert count == 4
+    assert read[0].context == "Alice"
+    assert read[0].text == "Here's tomorrow's plan:\n[09:00] standup\n[10:30] budget review"
+
+
+def test_an_ios_export_with_marks_and_a_sender_who_is_no_contact(monkeypatch) -> None:
+    monkeypatch.setenv("TZ", "UTC")
+    text = (
+        "[12/03/2023, 10:30:15] Alice: Look at this view!\n"
+        "\u200e[12/03/2023, 10:30:20] Alice: \u200e<attached: 00000012-PHOTO.jpg>\n"
+        "[12/03/2023, 10:31:02] ~\u202fBob: Wow, where is that?\n"
+        "[13/03/2023, 08:00:40] Alice: Sintra, near Lisbon.\n"
+        "[13/03/2023, 08:02:11] ~\u202fBob: Adding it to my list."
+    )
+    read, count = read_speakers([RetainItem(text=text)])
+    assert count == 5
+    assert [i.context for i in read] == ["Alice", "Alice", "Bob", "Alice", "Bob"]
+    assert read[1].text == "\u200e<attached: 00000012-PHOTO.jpg>"
+    assert read[1].timestamp == datetime(2023, 3, 12, 10, 30, 20)
 
 
 def test_a_whatsapp_chat_through_the_cli_answers_a_question_about_its_day(tmp_path) -> None:
