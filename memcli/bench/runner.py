@@ -557,11 +557,7 @@ class _Scorer:
         if getattr(result, "floor", None) is not None and best is not None:
             # Is the question's best-ranked gold item shown: does the question pass the
             # floor, and the item reach the share of it that items are shown down to?
-            passes = (
-                bool(result.passed)
-                and best["relevance"] is not None
-                and best["relevance"] >= result.floor.item_share
-            )
+            passes = bool(result.passed) and result.floor.shows(best["relevance"])
             self.agg.count("floor:best-gold-" + ("kept" if passes else "cut"))
         if question.gold_ids:
             gold = set(question.gold_ids)
