@@ -21,6 +21,14 @@ the dev sets' unanswerable questions emptied; and the "never said" questions emp
 `--never-said N` asks each store N questions of another dev set in its language (LoCoMo's
 of LongMemEval's stores and back, about nothing it holds; the CJK sets' of each other's,
 which share people and topics, so many of those are answerable).
+
+`--cross-script N` calibrates the floor between scripts (recall/floor.py CROSS_SCRIPT_FLOORS):
+the answerable questions written in another script than their store's memories (the CJK
+sets' English questions), and N questions of the other script's sets asked of the first
+`--cross-stores` stores of every set (Chinese, Japanese and Korean questions of the English
+stores, English ones of the CJK stores: about nothing they hold). For each gate, over the
+candidates in the other script only: how many answerable questions pass it, where their best
+gold item lies, and how many of the questions about nothing it empties.
 """
 
 from __future__ import annotations
@@ -128,7 +136,9 @@ def measure(s, stores: Path, model, never_said: list[str] = ()) -> list[dict]:
 
 
 def _inputs(store, bank: int, model, query: str, chosen, timely: set[int]) -> list[list[float]]:
-    """(cosine to the whole query, share of its terms held, found in its time) per candidate."""
+    """(cosine to the whole query, share of its terms held, found in its time, in another
+    script than the query) per candidate."""
+    from memcli import lang
     from memcli.recall.floor import term_coverage
 
     ids = [c.fact_id for c in chosen]
@@ -136,7 +146,16 @@ def _inputs(store, bank: int, model, query: str, chosen, timely: set[int]) -> li
     qv = model.embed_query(query)
     cos = (vectors @ qv).tolist() if vectors is not None else []
     cov = term_coverage(store, query, ids)
-    return [[round(a, 4), round(cov.get(f, 0.0), 4), int(f in timely)] for a, f in zip(cos, ids)]
+    query_cjk = lang.is_mostly_cjk(query)
+    return [
+        [
+            round(a, 4),
+            round(cov.get(c.fact_id, 0.0), 4),
+            int(c.fact_id in timely),
+            int(lang.is_mostly_cjk(c.fact.text) != query_cjk),
+        ]
+        for a, c in zip(cos, chosen)
+    ]
 
 
 def _is_gold(
@@ -149,29 +168,40 @@ def _is_gold(
     return session_of.get(source) in question.gold_sessions
 
 
-def passes(cands: list, cos_floor: float, cov_floor: float) -> bool:
-    return any(c >= cos_floor or v >= cov_floor or t for c, v, t in cands)
+def passes(cands: list, cos_floor: float, cov_floor: float, cross: float | None = None) -> bool:
+    """Whether one of the candidates passes: by cosine (to `cross` when it is in another
+    script than the query and a cross-script floor is given), by words, or by time."""
+
+    def floor(row: list) -> float:
+        return cross if cross is not None and len(row) > 3 and row[3] else cos_floor
+
+    return any(row[0] >= floor(row) or row[1] >= cov_floor or row[2] for row in cands)
 
 
-def gate_table(rows: list[dict], sets, gates: list[float], items: list[float]) -> None:
+def gate_table(
+    rows: list[dict], sets, gates: list[float], items: list[float], cross: float | None = None
+) -> None:
     """Each (gate, item floor): answerable best gold kept per set, unanswerable and never
-    said questions emptied (keyword coverage floor 1, as recall uses)."""
+    said questions emptied (keyword coverage floor 1, as recall uses). cross: the question
+    floor for a candidate in another script than the query (its item floor the same share
+    of it), as recall applies it; None: the gate for every candidate."""
     print(f"{'gate':>5} {'item':>5}  " + "  ".join(f"{s.name:>22}" for s in sets) + "   all kept")
     for gate in gates:
         for item in items:
             cells, kept_all = [], []
             for s in sets:
                 a = [r for r in rows if r["set"] == s.name and not r["unanswerable"]]
+                cross_item = cross * item / gate if cross is not None else None
                 kept = [
                     bool(r["cands"])
-                    and passes(r["head"], gate, 1.0)
-                    and passes(r["cands"], item, 1.0)
+                    and passes(r["head"], gate, 1.0, cross)
+                    and passes(r["cands"], item, 1.0, cross_item)
                     for r in a
                 ]
                 kept_all += kept
                 u = [r for r in rows if r["set"] == s.name and r["unanswerable"]]
-                dev = [not passes(r["cands"], gate, 1.0) for r in u if not r["never_said"]]
-                never = [not passes(r["cands"], gate, 1.0) for r in u if r["never_said"]]
+                dev = [not passes(r["cands"], gate, 1.0, cross) for r in u if not r["never_said"]]
+                never = [not passes(r["cands"], gate, 1.0, cross) for r in u if r["never_said"]]
                 cells.append(f"{np.mean(kept):.3f} {_share(dev)} {_share(never)}")
             print(
                 f"{gate:>5} {item:>5}  "
@@ -179,6 +209,109 @@ def gate_table(rows: list[dict], sets, gates: list[float], items: list[float]) -
                 + f"   {np.mean(kept_all):.3f}"
             )
     print("cell: answerable best gold kept, dev unanswerable emptied, never said emptied")
+
+
+def cross_script_rows(sets, stores: Path, models, n: int, first_stores: int) -> list[dict]:
+    """Per question asked across scripts: every checked candidate as (cosine, in another
+    script than the query, gold), recalled with no floor (and the semantic arm's own floor,
+    as recall runs it)."""
+    from memcli import lang
+    from memcli.bench.datasets import iter_dataset
+    from memcli.bench.runner import BANK, BenchOptions, _case_now, _kept_store_path
+    from memcli.recall import RecallOptions, recall
+    from memcli.recall.floor import CHECKED
+    from memcli.settings import RecallSettings
+    from memcli.store import Store
+
+    def pool(names: list[str]) -> list[str]:
+        out = []
+        for name in names:
+            out += [q for q in questions_of(DEV_SETS[name], 10 * n, seed=7) if cjk_of(q, name)][:n]
+        return out
+
+    def cjk_of(text: str, set_name: str) -> bool:
+        # a question of a set counts when it is in that set's own script
+        return lang.is_mostly_cjk(text) == set_name.startswith("cjk")
+
+    english = pool(["locomo", "lme"])
+    cjk = pool(["cjk", "cjk-chat"])
+    settings = RecallSettings(floor_cosine=0.0)
+    rows: list[dict] = []
+    for s in sets:
+        model = models[s.name]
+        store_cjk = s.name.startswith("cjk")
+        options = BenchOptions(dataset=str(s.path), format=s.format, stores=str(stores / s.name))
+        for index, case in enumerate(iter_dataset(s.path, s.format)):
+            own = [
+                q
+                for q in case.questions
+                if (q.gold_ids or q.gold_sessions)
+                and not q.unanswerable
+                and lang.is_mostly_cjk(q.query) != store_cjk
+            ]
+            foreign = (english if store_cjk else cjk) if index < first_stores else []
+            if not own and not foreign:
+                continue
+            store = Store(_kept_store_path(stores / s.name, options, index, case, model))
+            try:
+                bank = store.banks.require_bank(BANK)
+                source_of = store.facts.source_ids(bank)
+                session_of = {i.id: i.session_id for i in case.items}
+                now = _case_now(case)
+                for query, q in [(q.query, q) for q in own] + [(t, None) for t in foreign]:
+                    result = recall(
+                        store,
+                        BANK,
+                        query,
+                        RecallOptions(now=(q.now if q else None) or now, rerank=False),
+                        embedder=model,
+                        settings=settings,
+                    )
+                    head = result.ranked[:CHECKED]
+                    ids = [c.fact_id for c in head]
+                    vectors = store.vectors.fact_vectors(bank, ids) if ids else None
+                    cosines = (vectors @ model.embed_query(query)).tolist() if ids else []
+                    query_cjk = lang.is_mostly_cjk(query)
+                    cands = [
+                        [
+                            round(cos, 4),
+                            int(lang.is_mostly_cjk(c.fact.text) != query_cjk),
+                            int(q is not None and _is_gold(c, q, source_of, session_of)),
+                        ]
+                        for c, cos in zip(head, cosines)
+                    ]
+                    rows.append(
+                        {"set": s.name, "query": query, "never_said": q is None, "cands": cands}
+                    )
+            finally:
+                store.close()
+    return rows
+
+
+def cross_script_table(rows: list[dict], gates: list[float], item_share: float) -> None:
+    """Per gate, over the candidates in the other script: answerable questions passing it
+    and keeping their best gold item at gate x item_share; questions about nothing emptied."""
+    answerable = [r for r in rows if not r["never_said"]]
+    never = [r for r in rows if r["never_said"]]
+
+    def best(r: dict, gold_only: bool) -> float | None:
+        values = [c for c, other, g in r["cands"] if other and (g or not gold_only)]
+        return max(values) if values else None
+
+    golds = sorted(round(b, 3) for r in answerable if (b := best(r, True)) is not None)
+    print(f"answerable across scripts: {len(answerable)}; best gold cosines: {golds}")
+    print(f"questions about nothing held, across scripts: {len(never)}")
+    print(f"{'gate':>5} {'item':>6}  passing  best gold kept  nothing-said emptied")
+    for gate in gates:
+        item = gate * item_share
+        passing = [r for r in answerable if (best(r, False) or -1.0) >= gate]
+        kept = [r for r in passing if (best(r, True) or -1.0) >= item]
+        emptied = [r for r in never if (best(r, False) or -1.0) < gate]
+        print(
+            f"{gate:>5} {item:>6.3f}  {len(passing):>3}/{len(answerable)}  "
+            f"{len(kept):>8}/{len(answerable)}  {len(emptied):>8}/{len(never)} "
+            f"({len(emptied) / max(len(never), 1):.0%})"
+        )
 
 
 def _share(flags: list[bool]) -> str:
@@ -198,9 +331,24 @@ def main() -> None:
         "--never-said", type=int, default=0, help="questions a store, of another set"
     )
     parser.add_argument("--rows", type=Path, help="read the rows of an earlier --out instead")
+    parser.add_argument(
+        "--cross-script", type=int, default=0, help="questions of the other script, a store"
+    )
+    parser.add_argument("--cross-stores", type=int, default=3, help="stores a set asked so")
     args = parser.parse_args()
     os.environ["TZ"] = "UTC"
     sets = [DEV_SETS[n] for n in args.sets.split(",")]
+    if args.cross_script:
+        from memcli.recall.floor import COSINE_FLOORS
+
+        models = load_models(sets, args.embedder)
+        rows = cross_script_rows(sets, args.stores, models, args.cross_script, args.cross_stores)
+        if args.out:
+            args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        question, item = COSINE_FLOORS[models[sets[0].name].name]
+        gates = [float(x) for x in (args.gates or "0.28,0.30,0.31,0.32,0.34,0.38").split(",")]
+        cross_script_table(rows, gates, item / question)
+        return
     if args.rows:
         rows = [json.loads(line) for line in args.rows.read_text().splitlines()]
     else:
@@ -215,7 +363,12 @@ def main() -> None:
     if args.gates:
         gates = [float(x) for x in args.gates.split(",")]
         items = [float(x) for x in (args.items or args.gates).split(",")]
-        gate_table(rows, sets, gates, items)
+        from memcli.models.choice import DEFAULT_NAME
+        from memcli.models.load import load_embedder
+        from memcli.recall.floor import CROSS_SCRIPT_FLOORS
+
+        name = load_embedder(args.embedder or DEFAULT_NAME).name
+        gate_table(rows, sets, gates, items, CROSS_SCRIPT_FLOORS.get(name))
         return
     rows = [r for r in rows if not r.get("never_said")]
     answerable = [r for r in rows if not r["unanswerable"]]
@@ -225,7 +378,7 @@ def main() -> None:
         f"answerable {len(answerable)} (best gold among the checked candidates: {len(found)}), "
         f"unanswerable {len(unanswerable)}"
     )
-    grid = sorted({c for r in found for c, _, _ in r["cands"]})
+    grid = sorted({row[0] for r in found for row in r["cands"]})
     for cov_floor in (0.5, 0.75, 1.0, 2.0):
         best = None
         for cos_floor in grid:
