@@ -138,7 +138,6 @@ def measure(s, stores: Path, model, never_said: list[str] = ()) -> list[dict]:
 def _inputs(store, bank: int, model, query: str, chosen, timely: set[int]) -> list[list[float]]:
     """(cosine to the whole query, share of its terms held, found in its time, in another
     script than the query) per candidate."""
-    from memcli import lang
     from memcli.recall.floor import term_coverage
 
     ids = [c.fact_id for c in chosen]
@@ -146,16 +145,23 @@ def _inputs(store, bank: int, model, query: str, chosen, timely: set[int]) -> li
     qv = model.embed_query(query)
     cos = (vectors @ qv).tolist() if vectors is not None else []
     cov = term_coverage(store, query, ids)
-    query_cjk = lang.is_mostly_cjk(query)
     return [
         [
             round(a, 4),
             round(cov.get(c.fact_id, 0.0), 4),
             int(c.fact_id in timely),
-            int(lang.is_mostly_cjk(c.fact.text) != query_cjk),
+            int(_across(query, c.fact.text)),
         ]
         for a, c in zip(cos, chosen)
     ]
+
+
+def _across(query: str, text: str) -> bool:
+    """Whether recall's floor holds this text to the floor across scripts for this query."""
+    from memcli import lang
+
+    asked, written = lang.writing(query), lang.writing(text)
+    return asked is not None and written is not None and asked != written
 
 
 def _is_gold(
@@ -271,11 +277,10 @@ def cross_script_rows(sets, stores: Path, models, n: int, first_stores: int) -> 
                     ids = [c.fact_id for c in head]
                     vectors = store.vectors.fact_vectors(bank, ids) if ids else None
                     cosines = (vectors @ model.embed_query(query)).tolist() if ids else []
-                    query_cjk = lang.is_mostly_cjk(query)
                     cands = [
                         [
                             round(cos, 4),
-                            int(lang.is_mostly_cjk(c.fact.text) != query_cjk),
+                            int(_across(query, c.fact.text)),
                             int(q is not None and _is_gold(c, q, source_of, session_of)),
                         ]
                         for c, cos in zip(head, cosines)
@@ -345,12 +350,20 @@ def main() -> None:
         rows = cross_script_rows(sets, args.stores, models, args.cross_script, args.cross_stores)
         if args.out:
             args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        question, item = COSINE_FLOORS[models[sets[0].name].name]
+        name = models[sets[0].name].name
+        if name not in COSINE_FLOORS:
+            raise SystemExit(f"{name} has no calibrated floor (recall/floor.py COSINE_FLOORS)")
+        question, item = COSINE_FLOORS[name]
         gates = [float(x) for x in (args.gates or "0.28,0.30,0.31,0.32,0.34,0.38").split(",")]
         cross_script_table(rows, gates, item / question)
         return
     if args.rows:
         rows = [json.loads(line) for line in args.rows.read_text().splitlines()]
+        if any(len(c) < 4 for r in rows for c in (r.get("head") or r["cands"])):
+            raise SystemExit(
+                f"{args.rows}: rows of an older calibrate_floor (no script column); "
+                "measure again without --rows"
+            )
     else:
         models = load_models(sets, args.embedder)
         rows = []

@@ -31,7 +31,8 @@ class RecallSettings:
     semantic_min_limit: int = 20
     # Cosine below which the semantic arm lists nothing. Not a relevance test (the floor of
     # recall/floor.py is): 0.3, the reference design's, cut e5's answers to questions asked
-    # in another language (cosines 0.24-0.40) and shortened the list fusion scales by. At
+    # in another language (some at cosines 0.24-0.30) and shortened the list fusion scales
+    # by. At
     # 0.2: LoCoMo 0.815 / 0.671 -> 0.817 / 0.670 (MiniLM 0.804 / 0.640 -> 0.809 / 0.650),
     # CJK chat 0.919 / 0.753 -> 0.933 / 0.757, CJK and LongMemEval S equal (bench/RESULTS.md).
     semantic_floor: float = 0.2
@@ -100,8 +101,9 @@ class RecallSettings:
     time_query_temporal_weight: float = 3.0
 
     # The relevance floor (recall/floor.py): a question passes when a candidate's cosine to
-    # the query reaches floor_cosine (None: the embedder's calibrated question floor; 0: no
-    # floor) or its own words hold floor_keyword_coverage of the query's terms.
+    # the query reaches floor_cosine (None: the embedder's calibrated question floor, and its
+    # floor across scripts; given, one floor for every candidate; 0: no floor) or its own
+    # words hold floor_keyword_coverage of the query's terms.
     floor_cosine: float | None = None
     floor_keyword_coverage: float = 1.0
     # Once one candidate reaches the floor (the question is about something said), others

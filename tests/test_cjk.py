@@ -81,6 +81,49 @@ def test_scripts_and_cjk_share() -> None:
     assert lang.cjk_language("漢字とかな") == "ja"  # Japanese writes Han too
 
 
+def _slow_writing(text: str) -> str | None:
+    counts = lang.script_counts(text)
+    if not counts:
+        return None
+    return "cjk" if lang.cjk_share(text) >= lang.MOSTLY_CJK else "other"
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("我家的猫叫年糕", "cjk"),
+        ("猫が好き", "cjk"),
+        ("고양이", "cjk"),
+        ("What is my cat called?", "other"),
+        ("Q3 预算 2024!", "cjk"),  # 2 of its 3 letters
+        ("王伟's wedding was lovely", "other"),
+        ("12:30", None),
+        ("🎉🎉", None),
+        ("", None),
+        ("\U00020000\U00020001 ab", "cjk"),  # CJK extension B, past the BMP
+        ("ｱｲｳ", "cjk"),  # half-width katakana
+    ],
+)
+def test_the_writing_of_a_text(text: str, written: str | None) -> None:
+    assert lang.writing(text) == written == _slow_writing(text)
+
+
+def test_the_quick_writing_agrees_with_the_letter_count_on_every_script() -> None:
+    """lang.writing decides most texts by a regular expression over the CJK ranges: a
+    range left out of it would count those letters as another script's."""
+    import random
+
+    rng = random.Random(7)
+    points = [cp for cp in range(0x20, 0x40000, 7) if not 0xD800 <= cp <= 0xDFFF]
+    for cp in points:
+        ch = chr(cp)
+        for text in (ch, ch * 3 + "ab", "abc" + ch):
+            assert lang.writing(text) == _slow_writing(text), hex(cp)
+    for _ in range(500):
+        text = "".join(chr(rng.choice(points)) for _ in range(rng.randint(1, 12)))
+        assert lang.writing(text) == _slow_writing(text), text
+
+
 # -- the embedder a bank gets -----------------------------------------------------------------
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
+
+from memcli import lang
 from memcli.cli import _above_min_score
 from memcli.models.load import load_embedder
 from memcli.recall import RecallOptions, recall
@@ -43,7 +46,9 @@ def test_the_floor_comes_from_the_model_or_the_setting(embedder):
     assert floor_for(Named(), RecallSettings()) == Floor(question, 1.0, item / question, cross)
     # A floor given is one level (its share when given too).
     assert floor_for(Named(), RecallSettings(floor_cosine=0.5)) == Floor(0.5, 1.0, 1.0)
-    assert floor_for(Named(), RecallSettings(floor_item_share=1.0)) == Floor(question, 1.0, 1.0, cross)
+    assert floor_for(Named(), RecallSettings(floor_item_share=1.0)) == Floor(
+        question, 1.0, 1.0, cross
+    )
 
     # A model nobody calibrated has no floor, unless one is given.
     class Unknown:
@@ -51,6 +56,18 @@ def test_the_floor_comes_from_the_model_or_the_setting(embedder):
 
     assert floor_for(Unknown(), RecallSettings()) is None
     assert floor_for(Unknown(), RecallSettings(floor_cosine=0.2)) == Floor(0.2, 1.0, 1.0)
+
+
+def test_a_memory_with_no_letters_is_in_the_questions_script():
+    """The floor across scripts is for a memory in another script than the question: one
+    with no letters at all ("12:30", emoji) is in none, and meets the question's floor."""
+    floor = Floor(0.40, 1.0, 0.8, 0.31)
+    asked = lang.writing("什么时候吃饭？")
+    assert floor.cosine_for(asked, "十二点半") == 0.40
+    assert floor.cosine_for(asked, "Lunch at half past twelve") == 0.31
+    assert floor.cosine_for(asked, "12:30") == floor.cosine_for(asked, "🍜🍜") == 0.40
+    assert floor.cosine_for(lang.writing("12:30?"), "十二点半") == 0.40
+    assert Floor(0.40, 1.0).cosine_for(asked, "Lunch at half past twelve") == 0.40
 
 
 def test_below_the_floor_nothing_is_shown(store, remember, embedder):
@@ -232,10 +249,14 @@ def test_a_question_in_another_script_than_its_memories_is_held_to_their_floor(t
     assert cat.floor.to_json()["cross_script"] == cross
     top = cat.results[0]
     assert "年糕" in top.fact.text and cat.passed is True
-    cosine = top.relevance * cross  # its relevance is a share of the cross-script floor
+    # It passed on its cosine, not its words: between the two floors.
+    vector = store.vectors.fact_vectors(store.banks.require_bank("default"), [top.fact_id])[0]
+    cosine = float(vector @ embedder.embed_query("What is my cat called?"))
     assert cross <= cosine < question, cosine  # the same-script floor would have hidden it
+    assert top.relevance == pytest.approx(cosine / cross, abs=1e-4)
     # Asked with one floor for every candidate (a floor given), the same question is empty.
-    assert ask(store, embedder, "What is my cat called?", floor_cosine=question).results == []
+    given = ask(store, embedder, "What is my cat called?", floor_cosine=question)
+    assert given.results == [] and "cross_script" not in given.floor.to_json()
     # In Chinese, the note is in the question's script and meets the same-script floor.
     same = ask(store, embedder, "我家的猫叫什么名字？")
     assert same.results and "年糕" in same.results[0].fact.text

@@ -86,9 +86,14 @@ class Floor:
             out["cross_script"] = self.cross_script
         return out
 
-    def cosine_for(self, query_cjk: bool, text: str) -> float:
-        """The cosine floor of a candidate of this text for a query (mostly CJK or not)."""
-        if self.cross_script is None or lang.is_mostly_cjk(text) == query_cjk:
+    def cosine_for(self, query_writing: str | None, text: str) -> float:
+        """The cosine floor of a candidate of this text for a query written so
+        (lang.writing). A text with no letters ("12:30", emoji) is in no script: the
+        same-script floor."""
+        if self.cross_script is None or query_writing is None:
+            return self.cosine
+        written = lang.writing(text)
+        if written is None or written == query_writing:
             return self.cosine
         return self.cross_script
 
@@ -139,9 +144,9 @@ def apply(
         cosines = vectors @ np.asarray(query_vec, dtype=np.float32)
     else:
         cosines = np.zeros(len(head), dtype=np.float32)
-    query_cjk = lang.is_mostly_cjk(query)
+    query_writing = lang.writing(query)
     for c, cos in zip(head, cosines):
-        level = floor.cosine_for(query_cjk, c.fact.text) if c.fact is not None else floor.cosine
+        level = floor.cosine_for(query_writing, c.fact.text) if c.fact is not None else floor.cosine
         c.relevance = float(cos) / level if level > 0 else float("inf")
     for c in head:
         if c.fact_id in timely:
