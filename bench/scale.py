@@ -424,16 +424,21 @@ def check_links(db: Path, sample: int, rng: random.Random) -> None:
     nearest_earlier as it runs (candidates within hamming_reach of the new fact) and with
     every distance allowed; CPU ms per fact of each (one fact per search here; retain
     searches 64 at a time and reads their floats once)."""
+    from types import SimpleNamespace
+
     import numpy as np
 
+    from memcli.retain import semantic_link_floor
     from memcli.settings import RetainSettings
     from memcli.store import Store
     from memcli.store import vectors as vec_mod
 
     s = RetainSettings()
-    k, floor = s.semantic_link_top, s.semantic_link_floor
     with Store(db) as store:
         bank = store.banks.require_bank("default")
+        model_name = store.vectors.bank_embedder(bank)[0]
+        k = s.semantic_link_top
+        floor = semantic_link_floor(SimpleNamespace(name=model_name), s)
         ids, vectors = store.vectors.bank_vectors(bank)
         order = np.argsort(ids)
         ids, vectors = ids[order], vectors[order]

@@ -306,7 +306,7 @@ def _query_ids(store: StoreProtocol, bank: str, sel: Selection, embedder: Any) -
     from memcli import fts
     from memcli.recall import RecallOptions
     from memcli.recall import recall as run_recall
-    from memcli.settings import RetainSettings
+    from memcli.retain import semantic_link_floor
 
     options = RecallOptions(
         limit=sel.query_limit,
@@ -317,14 +317,19 @@ def _query_ids(store: StoreProtocol, bank: str, sel: Selection, embedder: Any) -
         rerank=False,
         as_of=sel.as_of,
     )
-    result = run_recall(store, bank, sel.query, options, embedder=embedder)
+    # The model itself (a lazy one loaded now, where there are vectors to search): its link
+    # floor is the bar below.
+    model = embedder
+    if callable(embedder) and not hasattr(embedder, "embed") and store.vectors.has_vectors():
+        model = embedder()
+    result = run_recall(store, bank, sel.query, options, embedder=model)
     # Only facts that match the query: recall ranks the nearest facts of any query, and for
     # one that matches nothing ("zxqv") those are unrelated memories, which a forget (an
     # agent's through MCP asks no one) would remove. A fact matches when it holds a word of
     # the query in its own words (text, speaker, entities: not the lead-in, what was said
     # before it) or is as close to it as retain's semantic links
     # require of two facts.
-    floor = RetainSettings().semantic_link_floor
+    floor = semantic_link_floor(model)
     worded = store.search.own_words_match(
         [c.fact_id for c in result.results], fts.query_terms(sel.query)
     )

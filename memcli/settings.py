@@ -124,7 +124,9 @@ class RecallSettings:
 @dataclass(frozen=True)
 class RetainSettings:
     semantic_link_top: int = 50
-    semantic_link_floor: float = 0.7
+    # Cosine at which a new fact links to an earlier one (None: the embedder's, from
+    # retain.SEMANTIC_LINK_FLOORS).
+    semantic_link_floor: float | None = None
     temporal_link_per_side: int = 20
     # The reference links facts any distance apart (weight floor 0.3); we stop at a week.
     temporal_link_max_hours: float = 24.0 * 7

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from memcli.recall.filters import FactFilter
 from memcli.retain import Retainer, RetainItem
@@ -179,3 +179,50 @@ def test_a_text_repeated_in_one_call_is_embedded_once(store, embedder):
     assert store.facts.fact_count() == 1
     assert summary.facts == 1 and summary.duplicates >= 40  # the splitter groups sentences
     assert counting.texts == 1
+
+
+CLIENT = [
+    "The meeting with the client went well.",
+    "Our client call was productive.",
+    "The client liked our proposal.",
+    "We signed the contract with the client.",
+]
+
+
+def test_facts_link_at_their_embedders_floor(tmp_path):
+    """e5 puts more pairs above any cosine than MiniLM, and linked near-unrelated facts at
+    MiniLM's 0.7: its facts link at its own floor (the same density of links); a floor
+    given in the settings is used as given."""
+    from memcli.models.load import load_embedder
+    from memcli.retain import (
+        DEFAULT_SEMANTIC_LINK_FLOOR,
+        SEMANTIC_LINK_FLOORS,
+        semantic_link_floor,
+    )
+    from memcli.store.location import open_store
+
+    e5 = load_embedder("e5")
+    floor = SEMANTIC_LINK_FLOORS[e5.name]
+    assert floor > DEFAULT_SEMANTIC_LINK_FLOOR
+    assert semantic_link_floor(e5) == floor
+    assert semantic_link_floor(e5, RetainSettings(semantic_link_floor=0.5)) == 0.5
+    assert semantic_link_floor(object()) == DEFAULT_SEMANTIC_LINK_FLOOR
+
+    def weights(settings: RetainSettings, name: str) -> list[float]:
+        store = open_store(tmp_path / f"{name}.db")
+        t = datetime(2026, 3, 1, 9)
+        # Days apart: each embedded alone, with no lead-in.
+        items = [RetainItem(s, timestamp=t + timedelta(days=2 * i)) for i, s in enumerate(CLIENT)]
+        Retainer(store, "default", e5, settings=settings).retain(items)
+        ids = store.facts.fact_ids_of_bank(store.banks.require_bank("default"))
+        found = sorted(w for a, b, w in store.links.links_from(ids, "semantic") if a < b)
+        store.close()
+        return found
+
+    own = weights(RetainSettings(), "own")
+    given = weights(RetainSettings(semantic_link_floor=DEFAULT_SEMANTIC_LINK_FLOOR), "given")
+    assert own and min(own) >= floor
+    # MiniLM's floor links e5's facts it would not: these four say one thing, loosely.
+    between = [w for w in given if w < floor]
+    assert between and min(between) >= DEFAULT_SEMANTIC_LINK_FLOOR
+    assert [w for w in given if w >= floor] == own
