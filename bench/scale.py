@@ -234,8 +234,13 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
     hour; the search's cost does not depend on what the vectors say)."""
     import numpy as np
 
+    from memcli.models.choice import DEFAULT_NAME
+    from memcli.models.load import load_embedder
+    from memcli.retain import semantic_link_floor
     from memcli.store import Store
 
+    # The link search's cost depends on its floor (the Hamming reach): the default model's.
+    link_floor = semantic_link_floor(load_embedder(DEFAULT_NAME))
     db = folder / f"components-{size}.db"
     for leftover in folder.glob(db.name + "*"):
         leftover.unlink()
@@ -286,13 +291,13 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
         def semantic_arm() -> None:
             vec = unit()
             for fact_type in ("world", "experience", "observation"):
-                store.vectors.nearest(bank, vec, 300, fact_type)
+                store.vectors.nearest(bank, vec, 300, (fact_type,))
 
         def link_batch() -> None:
             store.vectors.forget_scans()
             vectors = np.stack([unit() for _ in range(64)])
             new_ids = [top + 1 + i for i in range(64)]
-            store.vectors.nearest_earlier([bank], new_ids, vectors, 50, set(), 0.7)
+            store.vectors.nearest_earlier([bank], new_ids, vectors, 50, set(), link_floor)
 
         window = ids[: len(ids) // 5]
         sample = ids[:: max(1, len(ids) // 100)][:100]

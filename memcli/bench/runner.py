@@ -654,6 +654,7 @@ def _kept_store_path(
     settings and the items), so a store made otherwise is never reused."""
     import hashlib
 
+    from memcli.retain import semantic_link_floor
     from memcli.settings import RetainSettings
     from memcli.store import SCHEMA_VERSION
 
@@ -664,6 +665,8 @@ def _kept_store_path(
         __version__,
         str(SCHEMA_VERSION),
         repr(RetainSettings()),
+        # The link floor retain applies (the settings leave it to the model's table).
+        str(semantic_link_floor(embedder, RetainSettings())),
         *(f"{i.id}\0{i.text}\0{i.timestamp}\0{i.context}\0{i.document_id}" for i in case.items),
     ]
     digest = hashlib.sha256("\n".join(map(str, made_by)).encode("utf-8", "replace")).hexdigest()
