@@ -88,6 +88,11 @@ def is_mostly_cjk(texts: str | Iterable[str], threshold: float = MOSTLY_CJK) -> 
     return cjk_share(texts) >= threshold
 
 
+def has_cjk(text: str) -> bool:
+    """Whether text holds a Han, kana or Hangul letter."""
+    return _ANY_CJK.search(text) is not None
+
+
 def writing(text: str) -> str | None:
     """ "cjk" when at least half of a text's letters are Han, kana or Hangul, "other" when
     fewer are, None when it has no letters (a time, a number, emoji): what recall's floor

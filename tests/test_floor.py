@@ -68,6 +68,14 @@ def test_a_memory_with_no_letters_is_in_the_questions_script():
     assert floor.cosine_for(asked, "12:30") == floor.cosine_for(asked, "🍜🍜") == 0.40
     assert floor.cosine_for(lang.writing("12:30?"), "十二点半") == 0.40
     assert Floor(0.40, 1.0).cosine_for(asked, "Lunch at half past twelve") == 0.40
+    # All of a recall's candidates at once, as recall asks: the same, text by text.
+    texts = ["十二点半", "Lunch at half past twelve", "12:30", "🍜", "Q3 预算", None]
+    for query in ("什么时候吃饭？", "When is lunch?", "12:30?"):
+        written = lang.writing(query)
+        assert floor.cosines_for(query, texts) == [
+            0.40 if t is None else floor.cosine_for(written, t) for t in texts
+        ]
+    assert floor.cosines_for("When is lunch?", ["Lunch at noon", "🍜"]) == [0.40, 0.40]
 
 
 def test_below_the_floor_nothing_is_shown(store, remember, embedder):

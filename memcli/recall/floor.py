@@ -97,6 +97,17 @@ class Floor:
             return self.cosine
         return self.cross_script
 
+    def cosines_for(self, query: str, texts: Sequence[str | None]) -> list[float]:
+        """cosine_for of each text (None: a candidate without its fact) for this query. A
+        query in no CJK over texts none of which holds a CJK letter (most banks) is decided
+        by one search of them all."""
+        query_writing = lang.writing(query) if self.cross_script is not None else None
+        if query_writing is None or (
+            query_writing == "other" and not lang.has_cjk("\n".join(t or "" for t in texts))
+        ):
+            return [self.cosine] * len(texts)
+        return [self.cosine if t is None else self.cosine_for(query_writing, t) for t in texts]
+
 
 def floor_for(model: Any, settings: Any) -> Floor | None:
     """The floor for this embedder: the settings when given (floor_cosine alone is one
@@ -144,9 +155,8 @@ def apply(
         cosines = vectors @ np.asarray(query_vec, dtype=np.float32)
     else:
         cosines = np.zeros(len(head), dtype=np.float32)
-    query_writing = lang.writing(query)
-    for c, cos in zip(head, cosines):
-        level = floor.cosine_for(query_writing, c.fact.text) if c.fact is not None else floor.cosine
+    levels = floor.cosines_for(query, [c.fact.text if c.fact is not None else None for c in head])
+    for c, cos, level in zip(head, cosines, levels):
         c.relevance = float(cos) / level if level > 0 else float("inf")
     for c in head:
         if c.fact_id in timely:
