@@ -72,7 +72,6 @@ def measure(s, stores: Path, model, never_said: list[str] = ()) -> list[dict]:
         _kept_store_path,
         _kept_store_ready,
     )
-    from memcli.recall import RecallOptions, recall
     from memcli.recall.floor import CHECKED
     from memcli.settings import RecallSettings
     from memcli.store import Store
@@ -94,14 +93,7 @@ def measure(s, stores: Path, model, never_said: list[str] = ()) -> list[dict]:
             asked = own + [None] * len(never_said)
             for number, q in enumerate(asked):
                 query = q.query if q is not None else never_said[number - len(own)]
-                result = recall(
-                    store,
-                    BANK,
-                    query,
-                    RecallOptions(now=(q.now if q else None) or now, rerank=False),
-                    embedder=model,
-                    settings=settings,
-                )
+                result = _recall_unfloored(store, query, q, now, model, settings)
                 head = result.ranked[:CHECKED]
                 timely = (
                     {h.fact_id for h in result.arms["temporal"].hits}
@@ -160,8 +152,23 @@ def _across(query: str, text: str) -> bool:
     """Whether recall's floor holds this text to the floor across scripts for this query."""
     from memcli import lang
 
-    asked, written = lang.writing(query), lang.writing(text)
-    return asked is not None and written is not None and asked != written
+    return lang.in_other_script(lang.writing(query), text)
+
+
+def _recall_unfloored(store, query: str, question, now, model, settings):
+    """A question recalled as the floor sees it (settings without a floor), asked at its
+    own time or the case's."""
+    from memcli.bench.runner import BANK
+    from memcli.recall import RecallOptions, recall
+
+    return recall(
+        store,
+        BANK,
+        query,
+        RecallOptions(now=(question.now if question else None) or now, rerank=False),
+        embedder=model,
+        settings=settings,
+    )
 
 
 def _is_gold(
@@ -224,7 +231,6 @@ def cross_script_rows(sets, stores: Path, models, n: int, first_stores: int) -> 
     from memcli import lang
     from memcli.bench.datasets import iter_dataset
     from memcli.bench.runner import BANK, BenchOptions, _case_now, _kept_store_path
-    from memcli.recall import RecallOptions, recall
     from memcli.recall.floor import CHECKED
     from memcli.settings import RecallSettings
     from memcli.store import Store
@@ -265,14 +271,7 @@ def cross_script_rows(sets, stores: Path, models, n: int, first_stores: int) -> 
                 session_of = {i.id: i.session_id for i in case.items}
                 now = _case_now(case)
                 for query, q in [(q.query, q) for q in own] + [(t, None) for t in foreign]:
-                    result = recall(
-                        store,
-                        BANK,
-                        query,
-                        RecallOptions(now=(q.now if q else None) or now, rerank=False),
-                        embedder=model,
-                        settings=settings,
-                    )
+                    result = _recall_unfloored(store, query, q, now, model, settings)
                     head = result.ranked[:CHECKED]
                     ids = [c.fact_id for c in head]
                     vectors = store.vectors.fact_vectors(bank, ids) if ids else None

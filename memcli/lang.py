@@ -93,6 +93,15 @@ def has_cjk(text: str) -> bool:
     return _ANY_CJK.search(text) is not None
 
 
+def in_other_script(query_writing: str | None, text: str) -> bool:
+    """Whether text is written in another script than a query written so (writing): one
+    of them mostly CJK, the other not; a text or query with no letters is in none."""
+    if query_writing is None:
+        return False
+    written = writing(text)
+    return written is not None and written != query_writing
+
+
 def writing(text: str) -> str | None:
     """ "cjk" when at least half of a text's letters are Han, kana or Hangul, "other" when
     fewer are, None when it has no letters (a time, a number, emoji): what recall's floor

@@ -90,10 +90,7 @@ class Floor:
         """The cosine floor of a candidate of this text for a query written so
         (lang.writing). A text with no letters ("12:30", emoji) is in no script: the
         same-script floor."""
-        if self.cross_script is None or query_writing is None:
-            return self.cosine
-        written = lang.writing(text)
-        if written is None or written == query_writing:
+        if self.cross_script is None or not lang.in_other_script(query_writing, text):
             return self.cosine
         return self.cross_script
 
