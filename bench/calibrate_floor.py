@@ -181,23 +181,43 @@ def _is_gold(
     return session_of.get(source) in question.gold_sessions
 
 
-def passes(cands: list, cos_floor: float, cov_floor: float, cross: float | None = None) -> bool:
+def passes(
+    cands: list,
+    cos_floor: float,
+    cov_floor: float,
+    cross: float | None = None,
+    wordless: float | None = None,
+) -> bool:
     """Whether one of the candidates passes: by cosine (to `cross` when it is in another
-    script than the query and a cross-script floor is given), by words, or by time."""
+    script than the query and a cross-script floor is given), by words, or by time.
+    wordless: a candidate in the query's script passes on a cosine below this only when its
+    own words hold one of the query's terms (measured, not recall's rule: bench/RESULTS.md)."""
 
     def floor(row: list) -> float:
         return cross if cross is not None and len(row) > 3 and row[3] else cos_floor
 
-    return any(row[0] >= floor(row) or row[1] >= cov_floor or row[2] for row in cands)
+    def by_cosine(row: list) -> bool:
+        if row[0] < floor(row):
+            return False
+        across = cross is not None and len(row) > 3 and row[3]
+        return wordless is None or across or row[0] >= wordless or row[1] > 0
+
+    return any(by_cosine(row) or row[1] >= cov_floor or row[2] for row in cands)
 
 
 def gate_table(
-    rows: list[dict], sets, gates: list[float], items: list[float], cross: float | None = None
+    rows: list[dict],
+    sets,
+    gates: list[float],
+    items: list[float],
+    cross: float | None = None,
+    wordless: float | None = None,
 ) -> None:
     """Each (gate, item floor): answerable best gold kept per set, unanswerable and never
     said questions emptied (keyword coverage floor 1, as recall uses). cross: the question
     floor for a candidate in another script than the query (its item floor the same share
-    of it), as recall applies it; None: the gate for every candidate."""
+    of it), as recall applies it; None: the gate for every candidate. wordless: see passes
+    (the question gate only)."""
     print(f"{'gate':>5} {'item':>5}  " + "  ".join(f"{s.name:>22}" for s in sets) + "   all kept")
     for gate in gates:
         for item in items:
@@ -207,14 +227,20 @@ def gate_table(
                 cross_item = cross * item / gate if cross is not None else None
                 kept = [
                     bool(r["cands"])
-                    and passes(r["head"], gate, 1.0, cross)
+                    and passes(r["head"], gate, 1.0, cross, wordless)
                     and passes(r["cands"], item, 1.0, cross_item)
                     for r in a
                 ]
                 kept_all += kept
                 u = [r for r in rows if r["set"] == s.name and r["unanswerable"]]
-                dev = [not passes(r["cands"], gate, 1.0, cross) for r in u if not r["never_said"]]
-                never = [not passes(r["cands"], gate, 1.0, cross) for r in u if r["never_said"]]
+                dev = [
+                    not passes(r["cands"], gate, 1.0, cross, wordless)
+                    for r in u
+                    if not r["never_said"]
+                ]
+                never = [
+                    not passes(r["cands"], gate, 1.0, cross, wordless) for r in u if r["never_said"]
+                ]
                 cells.append(f"{np.mean(kept):.3f} {_share(dev)} {_share(never)}")
             print(
                 f"{gate:>5} {item:>5}  "
@@ -339,6 +365,12 @@ def main() -> None:
         "--cross-script", type=int, default=0, help="questions of the other script, a store"
     )
     parser.add_argument("--cross-stores", type=int, default=3, help="stores a set asked so")
+    parser.add_argument(
+        "--wordless",
+        type=float,
+        help="with --gates: below this cosine a candidate passes the gate only when it "
+        "shares a term with the query",
+    )
     args = parser.parse_args()
     os.environ["TZ"] = "UTC"
     sets = [DEV_SETS[n] for n in args.sets.split(",")]
@@ -380,7 +412,7 @@ def main() -> None:
         from memcli.recall.floor import CROSS_SCRIPT_FLOORS
 
         name = load_embedder(args.embedder or DEFAULT_NAME).name
-        gate_table(rows, sets, gates, items, CROSS_SCRIPT_FLOORS.get(name))
+        gate_table(rows, sets, gates, items, CROSS_SCRIPT_FLOORS.get(name), args.wordless)
         return
     rows = [r for r in rows if not r.get("never_said")]
     answerable = [r for r in rows if not r["unanswerable"]]
