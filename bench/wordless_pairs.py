@@ -1,6 +1,6 @@
 """The relevance floor's blind spot: a terse note that shares no word with its question.
 
-    python bench/wordless_pairs.py [--embedder e5]
+    python bench/wordless_pairs.py [--embedder e5] [--wordless W]
 
 The floor (recall/floor.py) is calibrated on the dev sets' conversations, where a question
 nearly always shares words with some memory near its answer. A personal note can be terse
@@ -8,13 +8,21 @@ nearly always shares words with some memory near its answer. A personal note can
 have?"). This prints the embedder's cosine for such pairs, written for this script (no dev
 set's text), each pair checked to share no search term (fts.query_terms), against the
 model's question floor: a note alone in its bank, or among notes about other things, is
-shown only when its own cosine reaches it.
+shown only when its own cosine reaches it. Then all the notes are retained into one new
+store and each question recalled as `mem recall` does (real pipeline, default floor): how
+many get nothing, and for how many of those the note would have come first without the
+floor. `--wordless W` also counts the notes hidden when a candidate below cosine W must share
+a term with the question to pass the question floor (bench/calibrate_floor.py --wordless,
+measured and not kept: bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
 
 PAIRS = [
     ("What's my pet's name?", "I adopted a kitten and called her Milo."),
@@ -40,6 +48,7 @@ PAIRS = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", default=os.environ.get("MEM_EMBEDDER") or "e5")
+    parser.add_argument("--wordless", type=float, help="also count the word rule at this cosine")
     args = parser.parse_args()
     from memcli import fts
     from memcli.models.load import load_embedder
@@ -64,6 +73,66 @@ def main() -> None:
         f"{model.name}: question floor {question_floor}, item floor {item_floor}: "
         f"{below} of {len(PAIRS)} notes below the question floor"
     )
+    in_bank(model, question_floor, item_floor, args.wordless)
+
+
+def in_bank(model, question_floor: float, item_floor: float, wordless: float | None) -> None:
+    """All the notes in one store, a day apart; each question recalled with the default
+    floor, and with none."""
+    from memcli.recall import RecallOptions, recall
+    from memcli.recall.floor import CHECKED, term_coverage
+    from memcli.retain import Retainer, RetainItem
+    from memcli.settings import RecallSettings
+    from memcli.store.location import open_store
+
+    now = datetime(2026, 11, 20)
+    with tempfile.TemporaryDirectory() as work:
+        store = open_store(Path(work) / "notes.db")
+        try:
+            Retainer(store, "default", model, now=now).retain(
+                [RetainItem(n, timestamp=now - timedelta(days=i)) for i, (_, n) in enumerate(PAIRS)]
+            )
+            bank = store.banks.require_bank("default")
+            empty = first_unfloored = hidden_by_words = 0
+
+            def ask(question: str, **settings):
+                options = RecallOptions(now=now, rerank=False)
+                return recall(
+                    store,
+                    "default",
+                    question,
+                    options,
+                    embedder=model,
+                    settings=RecallSettings(**settings),
+                )
+
+            for question, note in PAIRS:
+                shown = [c.fact.text for c in ask(question).results]
+                unfloored = ask(question, floor_cosine=0.0).ranked[:CHECKED]
+                if not shown:
+                    empty += 1
+                    first_unfloored += unfloored[0].fact.text == note
+                if wordless is not None:
+                    ids = [c.fact_id for c in unfloored]
+                    embed_query = getattr(model, "embed_query", None) or (
+                        lambda t: model.embed([t])[0]
+                    )
+                    cosines = store.vectors.fact_vectors(bank, ids) @ embed_query(question)
+                    shares = term_coverage(store, question, ids)
+                    passes = any(
+                        cos >= question_floor and (cos >= wordless or shares.get(i, 0) > 0)
+                        for cos, i in zip(cosines, ids)
+                    )
+                    note_cos = cosines[[c.fact.text for c in unfloored].index(note)]
+                    hidden_by_words += not (passes and note_cos >= item_floor)
+        finally:
+            store.close()
+    print(
+        f"in one bank of the {len(PAIRS)} notes: {empty} questions get nothing; without the "
+        f"floor the note is first for {first_unfloored} of them"
+    )
+    if wordless is not None:
+        print(f"with a shared word asked below cosine {wordless}: {hidden_by_words} notes hidden")
 
 
 if __name__ == "__main__":
