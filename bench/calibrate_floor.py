@@ -199,7 +199,7 @@ def passes(
     def by_cosine(row: list) -> bool:
         if row[0] < floor(row):
             return False
-        across = cross is not None and len(row) > 3 and row[3]
+        across = len(row) > 3 and row[3]
         return wordless is None or across or row[0] >= wordless or row[1] > 0
 
     return any(by_cosine(row) or row[1] >= cov_floor or row[2] for row in cands)

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PAIRS = [
     ("What's my pet's name?", "I adopted a kitten and called her Milo."),
@@ -78,14 +81,25 @@ def main() -> None:
 
 def in_bank(model, question_floor: float, item_floor: float, wordless: float | None) -> None:
     """All the notes in one store, a day apart; each question recalled with the default
-    floor, and with none."""
+    floor, and with none. With `wordless`, the floor's two levels are also applied to the
+    unfloored candidates by bench/calibrate_floor.passes, without the word rule and with it
+    (one measure for both: a note is hidden when its question fails the question floor or
+    the note itself the item floor)."""
+    from calibrate_floor import passes
+
+    from memcli import lang
     from memcli.recall import RecallOptions, recall
-    from memcli.recall.floor import CHECKED, term_coverage
+    from memcli.recall.floor import CHECKED, CROSS_SCRIPT_FLOORS, term_coverage
     from memcli.retain import Retainer, RetainItem
     from memcli.settings import RecallSettings
     from memcli.store.location import open_store
 
     now = datetime(2026, 11, 20)
+    cross = CROSS_SCRIPT_FLOORS.get(model.name)
+    cross_item = cross * item_floor / question_floor if cross is not None else None
+    embed_query = getattr(model, "embed_query", None) or (lambda t: model.embed([t])[0])
+    empty = first_unfloored = 0
+    hidden = {None: 0, wordless: 0}
     with tempfile.TemporaryDirectory() as work:
         store = open_store(Path(work) / "notes.db")
         try:
@@ -93,7 +107,6 @@ def in_bank(model, question_floor: float, item_floor: float, wordless: float | N
                 [RetainItem(n, timestamp=now - timedelta(days=i)) for i, (_, n) in enumerate(PAIRS)]
             )
             bank = store.banks.require_bank("default")
-            empty = first_unfloored = hidden_by_words = 0
 
             def ask(question: str, **settings):
                 options = RecallOptions(now=now, rerank=False)
@@ -107,24 +120,42 @@ def in_bank(model, question_floor: float, item_floor: float, wordless: float | N
                 )
 
             for question, note in PAIRS:
-                shown = [c.fact.text for c in ask(question).results]
-                unfloored = ask(question, floor_cosine=0.0).ranked[:CHECKED]
-                if not shown:
+                unfloored = ask(question, floor_cosine=0.0)
+                head = unfloored.ranked[:CHECKED]
+                # The note's fact (a note is one sentence: one fact of the same text); one
+                # not among the checked candidates is hidden.
+                note_id = next((c.fact_id for c in head if c.fact.text == note), None)
+                if not ask(question).results:
                     empty += 1
-                    first_unfloored += unfloored[0].fact.text == note
-                if wordless is not None:
-                    ids = [c.fact_id for c in unfloored]
-                    embed_query = getattr(model, "embed_query", None) or (
-                        lambda t: model.embed([t])[0]
+                    first_unfloored += note_id is not None and head[0].fact_id == note_id
+                if wordless is None:
+                    continue
+                ids = [c.fact_id for c in head]
+                cosines = store.vectors.fact_vectors(bank, ids) @ embed_query(question)
+                shares = term_coverage(store, question, ids)
+                timely = (
+                    {h.fact_id for h in unfloored.arms["temporal"].hits}
+                    if unfloored.time_window is not None and "temporal" in unfloored.arms
+                    else set()
+                )
+                written = lang.writing(question)
+                rows = {
+                    c.fact_id: [
+                        float(cos),
+                        shares.get(c.fact_id, 0.0),
+                        int(c.fact_id in timely),
+                        int(lang.in_other_script(written, c.fact.text)),
+                    ]
+                    for c, cos in zip(head, cosines)
+                }
+                note_row = rows.get(note_id)
+                for rule in hidden:
+                    shown = (
+                        note_row is not None
+                        and passes(list(rows.values()), question_floor, 1.0, cross, rule)
+                        and passes([note_row], item_floor, 1.0, cross_item)
                     )
-                    cosines = store.vectors.fact_vectors(bank, ids) @ embed_query(question)
-                    shares = term_coverage(store, question, ids)
-                    passes = any(
-                        cos >= question_floor and (cos >= wordless or shares.get(i, 0) > 0)
-                        for cos, i in zip(cosines, ids)
-                    )
-                    note_cos = cosines[[c.fact.text for c in unfloored].index(note)]
-                    hidden_by_words += not (passes and note_cos >= item_floor)
+                    hidden[rule] += not shown
         finally:
             store.close()
     print(
@@ -132,7 +163,10 @@ def in_bank(model, question_floor: float, item_floor: float, wordless: float | N
         f"floor the note is first for {first_unfloored} of them"
     )
     if wordless is not None:
-        print(f"with a shared word asked below cosine {wordless}: {hidden_by_words} notes hidden")
+        print(
+            f"notes hidden by the floor's two levels over the unfloored candidates: "
+            f"{hidden[None]}; with a shared word asked below cosine {wordless}: {hidden[wordless]}"
+        )
 
 
 if __name__ == "__main__":
