@@ -68,6 +68,10 @@ class RecallSettings:
     recency_alpha: float = 0.05
     recency_horizon_days: float = 365.0
     temporal_alpha: float = 0.2
+    # A question that asks when ("When did I ...?") and names no time of its own: a memory
+    # that says a time (a time phrase retain dated it by) gets 1 + alpha/2, one that does not
+    # 1 - alpha/2; see recall/scoring.py. 0.2: the scale of the temporal boost.
+    when_alpha: float = 0.2
     proof_alpha: float = 0.1
     # When the query names a speaker (a fact's context), that speaker's memories get
     # 1 + alpha/2 and everyone else's 1 - alpha/2; see recall/scoring.py. 0.4: fit on the dev

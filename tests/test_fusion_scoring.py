@@ -12,7 +12,7 @@ from memcli.recall import fusion, rerank, scoring
 from memcli.recall.types import ArmHit, ArmResult, Candidate
 from memcli.settings import RecallSettings
 from memcli.store import Fact
-from memcli.timeparse import TimeSpan
+from memcli.timeparse import TimeSpan, asks_when
 
 
 def arm(name: str, ids: list[int]) -> ArmResult:
@@ -177,6 +177,63 @@ def test_speaker_boost_by_hand():
     # 0.5 x 1.2 x recency > 0.6 x 0.8 x recency: the named speaker's memory moves up
     assert [c.fact_id for c in ranked] == [1, 2]
     assert (said.speaker, other.speaker) == pytest.approx((1.2, 0.8))
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("When did Caroline go to the support group?", True),
+        ("  when is my flight", True),
+        ("What year did Tim move to Berlin?", True),
+        ("Which day is the dentist?", True),
+        ("In what month was the wedding?", True),
+        ("What time do I usually go to the gym?", True),
+        ("How long ago did I start running?", True),
+        ("我什么时候要去看牙医？", True),
+        ("王磊哪天加班到十一点？", True),
+        ("誕生日はいつ？", True),
+        ("생일이 언제야?", True),
+        ("What did I say when we met?", False),  # "when" opening a clause, not the question
+        ("What did Caroline paint?", False),
+        ("How long have I been running?", False),  # a duration, not a time
+        ("Whenever I travel, what do I pack?", False),
+        ("王磊的猫叫什么？", False),
+    ],
+)
+def test_a_question_that_asks_when(query, asks):
+    assert asks_when(query) is asks
+
+
+def test_when_boost_by_hand():
+    """A question that asks when, with no window of its own: a memory that says a time
+    moves above one that only talks about the topic when their bases are near."""
+    assert scoring.stated_time_signal(fact(occurred_start=datetime(2026, 5, 7))) == 1.0
+    assert scoring.stated_time_signal(fact()) == 0.0
+    now = datetime(2026, 11, 20)
+
+    def ranked(settings, window=None, asks=True):
+        about = Candidate(1, {}, {}, base=1.0)
+        says_when = Candidate(2, {}, {}, base=0.85)
+        about.fact = fact(id=1)
+        says_when.fact = fact(
+            id=2, occurred_start=datetime(2026, 5, 7), occurred_end=datetime(2026, 5, 8)
+        )
+        out = scoring.apply([about, says_when], now, window, settings, asks_when=asks)
+        return [c.fact_id for c in out], (about.temporal, says_when.temporal)
+
+    order, factors = ranked(RecallSettings())
+    alpha = RecallSettings().when_alpha
+    assert factors == pytest.approx((1 - alpha / 2, 1 + alpha / 2))
+    assert order == [2, 1]  # 0.85 x 1.1 > 1.0 x 0.9
+    # Not asked when, or switched off: the topic's order stands, no temporal boost.
+    assert ranked(RecallSettings(), asks=False) == ([1, 2], (1.0, 1.0))
+    assert ranked(RecallSettings(when_alpha=0.0)) == ([1, 2], (1.0, 1.0))
+    # A question that names its window is boosted by the window, as any time question.
+    may = TimeSpan(datetime(2026, 5, 1), datetime(2026, 6, 1))
+    _, (about, says_when) = ranked(RecallSettings(), window=may)
+    assert about == pytest.approx(
+        scoring.boost(scoring.temporal_signal(fact(), may), RecallSettings().temporal_alpha)
+    )
 
 
 def test_final_score_is_the_product_of_base_and_boosts():

@@ -55,7 +55,7 @@ from memcli.recall.types import (
 from memcli.settings import BUDGETS, RERANK_CAPS, RecallSettings
 from memcli.store import FACT_TYPES, Fact, StoreError
 from memcli.store.protocol import StoreProtocol
-from memcli.timeparse import OPEN_START, TimeSpan, query_window_phrase
+from memcli.timeparse import OPEN_START, TimeSpan, asks_when, query_window_phrase
 
 
 class RecallError(MemError, ValueError):
@@ -400,7 +400,15 @@ def _recall_once(
     timings["rerank"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    ranked = scoring.apply(candidates, now, window, settings, enabled=options.boosts, named=named)
+    ranked = scoring.apply(
+        candidates,
+        now,
+        window,
+        settings,
+        enabled=options.boosts,
+        named=named,
+        asks_when=asks_when(query),
+    )
     timings["scoring"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

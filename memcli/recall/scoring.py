@@ -1,6 +1,6 @@
 """Boosts on top of the reranker score: final = base x recency x temporal x proof x speaker,
 where each boost = 1 + alpha x (signal - 0.5), so a neutral signal (0.5) leaves the score
-unchanged.
+unchanged. The temporal boost also answers a question that asks when (stated_time_signal).
 
 The speaker boost is ours, not the reference design's. A question about a person ("What did
 Caroline paint?") is usually answered by that person's own memories, yet no arm sees who said
@@ -71,6 +71,14 @@ def temporal_signal(fact: Fact, window: TimeSpan | None) -> float:
     half_days = max((window.end - window.start).total_seconds() / 86400 / 2, 1e-9)
     days = abs((mid - centre).total_seconds()) / 86400
     return 1.0 - min(days / half_days, 1.0)
+
+
+def stated_time_signal(fact: Fact) -> float:
+    """For a question that asks when: 1 for a memory that says a time of its own (retain
+    found a time phrase in it: "yesterday", "in May"), 0 for one that does not. The answer
+    to "When did Caroline go to the support group?" is the memory that says when ("I went
+    yesterday"), not one that only talks about the group."""
+    return 1.0 if fact.occurred_start is not None else 0.0
 
 
 _WORD = re.compile(r"[^\W_]+")
@@ -162,11 +170,17 @@ def apply(
     settings: RecallSettings,
     enabled: bool = True,
     named: frozenset[str] = frozenset(),
+    asks_when: bool = False,
 ) -> list[Candidate]:
-    """Compute boosts and final scores, and return the candidates in final order."""
+    """Compute boosts and final scores, and return the candidates in final order.
+
+    The temporal boost is how a memory's time fits the time the query asks about: with a
+    window ("last week"), its distance from the window (temporal_alpha); for a question that
+    asks when and names no window, whether the memory says a time (when_alpha)."""
     # A neutral signal (0.5) boosts by exactly 1.0: without a time window, a named speaker
     # or observations those boosts are that constant, computed once, not per candidate.
-    temporal_neutral = window is None
+    when = asks_when and window is None and settings.when_alpha != 0
+    temporal_neutral = window is None and not when
     speaker_neutral = not named
     for c in candidates:
         fact = c.fact
@@ -175,11 +189,12 @@ def apply(
             c.recency = boost(
                 recency_signal(fact, now, settings.recency_horizon_days), settings.recency_alpha
             )
-            c.temporal = (
-                1.0
-                if temporal_neutral
-                else boost(temporal_signal(fact, window), settings.temporal_alpha)
-            )
+            if temporal_neutral:
+                c.temporal = 1.0
+            elif when:
+                c.temporal = boost(stated_time_signal(fact), settings.when_alpha)
+            else:
+                c.temporal = boost(temporal_signal(fact, window), settings.temporal_alpha)
             c.proof = (
                 boost(proof_signal(fact), settings.proof_alpha)
                 if fact.fact_type == "observation"

@@ -33,6 +33,7 @@ Conventions (shared with the rest of ``mem``):
 
 from memcli.timeparse.parse import (
     OPEN_START,
+    asks_when,
     extract_fact_time,
     parse_query_window,
     parse_when,
@@ -43,6 +44,7 @@ from memcli.timeparse.spans import TimeSpan, to_utc_naive
 __all__ = [
     "OPEN_START",
     "TimeSpan",
+    "asks_when",
     "extract_fact_time",
     "parse_query_window",
     "parse_when",

@@ -948,6 +948,21 @@ def query_window_phrase(query: str, now: datetime) -> tuple[TimeSpan, tuple[int,
     return scan_cjk_phrase(query, anchor)
 
 
+# A question that asks for a time ("When did ...", "What year ...", "How long ago ...";
+# 什么时候, 哪一年, 几点; いつ, 何時; 언제): the English question word opening the question (a
+# "when" inside one is a clause: "what did I say when we met?"), the others anywhere.
+_ASKS_WHEN = re.compile(
+    r"^\W*when\b|\b(?:what|which)\s+(?:time|date|day|year|month)\b|\bhow\s+long\s+ago\b"
+    r"|什么时候|什麼時候|几点|幾點|哪天|哪一天|哪年|哪一年|几月|幾月|何時|いつ|언제",
+    re.IGNORECASE,
+)
+
+
+def asks_when(query: str) -> bool:
+    """Whether the query asks for a time: its answer is a memory that says one."""
+    return _ASKS_WHEN.search(query) is not None
+
+
 # Kana, CJK ideographs (with extension A and compatibility forms) and Hangul.
 _CJK_LETTER = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
