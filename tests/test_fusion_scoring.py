@@ -189,13 +189,15 @@ def test_speaker_boost_by_hand():
         ("In what month was the wedding?", True),
         ("What time do I usually go to the gym?", True),
         ("How long ago did I start running?", True),
+        ("How many days passed between the festival and the mass?", True),
         ("我什么时候要去看牙医？", True),
         ("王磊哪天加班到十一点？", True),
         ("誕生日はいつ？", True),
         ("생일이 언제야?", True),
         ("What did I say when we met?", False),  # "when" opening a clause, not the question
         ("What did Caroline paint?", False),
-        ("How long have I been running?", False),  # a duration, not a time
+        ("How long have I been running?", True),  # since when
+        ("How many books did I read this year?", False),
         ("Whenever I travel, what do I pack?", False),
         ("王磊的猫叫什么？", False),
     ],

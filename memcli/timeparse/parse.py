@@ -948,11 +948,14 @@ def query_window_phrase(query: str, now: datetime) -> tuple[TimeSpan, tuple[int,
     return scan_cjk_phrase(query, anchor)
 
 
-# A question that asks for a time ("When did ...", "What year ...", "How long ago ...";
-# 什么时候, 哪一年, 几点; いつ, 何時; 언제): the English question word opening the question (a
-# "when" inside one is a clause: "what did I say when we met?"), the others anywhere.
+# A question that asks for a time or a span of time ("When did ...", "What year ...", "How
+# long have I ...", "How many days passed between ...": its answer is in the memories that
+# say when; 什么时候, 哪一年, 几点; いつ, 何時; 언제): the English question word opening the
+# question (a "when" inside one is a clause: "what did I say when we met?"), the others
+# anywhere.
 _ASKS_WHEN = re.compile(
-    r"^\W*when\b|\b(?:what|which)\s+(?:time|date|day|year|month)\b|\bhow\s+long\s+ago\b"
+    r"^\W*when\b|\b(?:what|which)\s+(?:time|date|day|year|month)\b|\bhow\s+long\b"
+    r"|\bhow\s+many\s+(?:days|weeks|months|years)\b"
     r"|什么时候|什麼時候|几点|幾點|哪天|哪一天|哪年|哪一年|几月|幾月|何時|いつ|언제",
     re.IGNORECASE,
 )
