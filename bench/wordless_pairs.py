@@ -59,13 +59,12 @@ def main() -> None:
 
     model = load_embedder(args.embedder)
     question_floor, item_floor = COSINE_FLOORS.get(model.name, (None, None))
-    embed_query = getattr(model, "embed_query", None) or (lambda t: model.embed([t])[0])
     below = 0
     for question, note in PAIRS:
         shared = set(fts.query_terms(question, "both")) & set(fts.query_terms(note, "both"))
         if shared:
             raise SystemExit(f"{question!r} and {note!r} share {sorted(shared)}")
-        cosine = float(embed_query(question) @ model.embed([note])[0])
+        cosine = float(model.embed_query(question) @ model.embed([note])[0])
         hidden = question_floor is not None and cosine < question_floor
         below += hidden
         print(f"{cosine:.3f} {'hidden' if hidden else 'shown ':<6}  {question}  ->  {note}")
@@ -97,7 +96,6 @@ def in_bank(model, question_floor: float, item_floor: float, wordless: float | N
     now = datetime(2026, 11, 20)
     cross = CROSS_SCRIPT_FLOORS.get(model.name)
     cross_item = cross * item_floor / question_floor if cross is not None else None
-    embed_query = getattr(model, "embed_query", None) or (lambda t: model.embed([t])[0])
     empty = first_unfloored = 0
     hidden = {None: 0, wordless: 0}
     with tempfile.TemporaryDirectory() as work:
@@ -131,7 +129,7 @@ def in_bank(model, question_floor: float, item_floor: float, wordless: float | N
                 if wordless is None:
                     continue
                 ids = [c.fact_id for c in head]
-                cosines = store.vectors.fact_vectors(bank, ids) @ embed_query(question)
+                cosines = store.vectors.fact_vectors(bank, ids) @ model.embed_query(question)
                 shares = term_coverage(store, question, ids)
                 timely = (
                     {h.fact_id for h in unfloored.arms["temporal"].hits}
