@@ -38,7 +38,7 @@ from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
 from memcli.speakers import read_speakers
-from memcli.split import SplitFact, split_text, starts_with_cause
+from memcli.split import SplitFact, first_words, split_text, starts_with_cause
 from memcli.store import FACT_TYPES, InterruptedAfterCommit, StoreError, content_hash, iso
 from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
@@ -634,8 +634,8 @@ class Retainer:
                         and abs((b - a).total_seconds()) <= s.lead_in_max_gap_hours * 3600
                     )
                 ):
-                    words = prev.text.split()[: s.lead_in_words]
-                    lead = (f"{prev.context}: " if prev.context else "") + " ".join(words)
+                    words = first_words(prev.text, s.lead_in_words)
+                    lead = (f"{prev.context}: " if prev.context else "") + words
             out.append(lead)
         if current is not None:
             self._before = current
