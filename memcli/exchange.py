@@ -10,6 +10,9 @@ The file, one JSON object a line, in this order:
    `mem sync` made "sync_root", so that a sync of that folder goes on in the store the bank
    is imported into)
   {"kind": "fact", ...}*      {"kind": "link", ...}*
+   (with vectors, a fact has "vector", and one that says several things also
+   "sentence_vectors": its sentences' vectors, one after the other, in the same encoding;
+   a file of an older mem has none, and `mem reembed` computes them)
   {"kind": "end", "counts": {...}}
 Every row keeps its id, so an import into a store that has none of those ids (a fresh
 one) exports again byte for byte; where ids are taken, each table's ids are shifted past
@@ -110,6 +113,9 @@ def export_lines(
                 if dim:
                     blob = rec.pop("vector")
                     rec["vector"] = base64.b64encode(blob).decode("ascii") if blob else None
+                    sentences = rec.pop("sentence_vectors", None)
+                    if sentences:  # only a fact that has them (retain.sentence_texts)
+                        rec["sentence_vectors"] = base64.b64encode(sentences).decode("ascii")
                 yield dumps({"kind": "fact", **rec})
             for a, b, link_kind, weight in store.exchange.export_links(bank_id):
                 yield dumps(
@@ -283,7 +289,7 @@ _TIME_KEYS = {
 _STRING_LISTS = {"entity": ("aliases", "keys"), "fact": ("tags",)}
 # Text that must show something (what retain refuses when it is empty or only control chars).
 _VISIBLE = {"chunk": ("text",), "entity": ("name",), "fact": ("text",)}
-_OPTIONAL = {"document": SOURCE_COLUMNS, "fact": ("vector",)}
+_OPTIONAL = {"document": SOURCE_COLUMNS, "fact": ("vector", "sentence_vectors")}
 
 
 def is_stored_time(value: str) -> bool:
@@ -471,6 +477,7 @@ def _embed_ahead(
                     [spellings[eid] for eid in rec["entities"]],
                 )
             )
+            texts.extend(_sentence_texts(rec))
             if len(texts) >= EMBED_BATCH:
                 flush()
     flush()
@@ -674,8 +681,10 @@ def _write(
                         if computed is None:
                             blob = _vector(rec, dim, src)
                         else:
-                            blob = computed.read(dim * 4)
-                            if len(blob) != dim * 4:  # the spool read back is not what was written
+                            # The fact's vector, then its sentences' (as _embed_ahead wrote).
+                            size = dim * 4 * (1 + len(_sentence_texts(rec)))
+                            blob = computed.read(size)
+                            if len(blob) != size:  # the spool read back is not what was written
                                 raise src.error("(fact) has no computed vector; nothing imported")
                         if not vectors_ready:
                             store.vectors.ensure_vectors(bank_id, vec_name, vec_fp, dim)
@@ -742,24 +751,49 @@ def _write(
     return ImportReport(target, report_counts, renumbered, embedded, time.perf_counter() - started)
 
 
+def _sentence_texts(rec: dict[str, Any]) -> list[str]:
+    """The texts of the fact's sentence vectors, as retain embeds them."""
+    from memcli.retain import sentence_texts
+
+    return sentence_texts(rec["text"], rec["context"], section_of(rec["metadata"]))
+
+
 def _vector(rec: dict[str, Any], dim: int, src: _Line) -> bytes:
+    """The fact's vector from the file, then its sentence vectors (a file of an older mem
+    has none: `mem reembed` computes them)."""
     value = rec.get("vector")
     if not isinstance(value, str):
         raise src.error("(fact) has no vector although the header says the file has them")
+    blob = _floats(value, "vector", src)
+    if len(blob) != dim * 4:
+        raise src.error(f"(fact) has a vector of {len(blob) // 4} floats, not {dim}")
+    sentences = rec.get("sentence_vectors")
+    if sentences is None:
+        return blob
+    if not isinstance(sentences, str):
+        raise src.error(f"(fact) has a bad 'sentence_vectors': {sentences!r:.40}")
+    extra = _floats(sentences, "sentence_vectors", src)
+    if not extra or len(extra) % (dim * 4):
+        raise src.error(
+            f"(fact) has 'sentence_vectors' of {len(extra) // 4} floats, not a multiple of {dim}"
+        )
+    return blob + extra
+
+
+def _floats(value: str, key: str, src: _Line) -> bytes:
+    """A base64 run of float32 vectors, each with a direction."""
     try:
         blob = base64.b64decode(value, validate=True)
     except ValueError:
-        raise src.error("(fact) has a vector that is not base64") from None
-    if len(blob) != dim * 4:
-        raise src.error(f"(fact) has a vector of {len(blob) // 4} floats, not {dim}")
+        raise src.error(f"(fact) has a {key!r} that is not base64") from None
     import numpy as np
 
-    values = np.frombuffer(blob, dtype="<f4")
+    values = np.frombuffer(blob[: len(blob) // 4 * 4], dtype="<f4")
     # No direction, no cosine: such a fact was in no semantic search, and doctor saw nothing.
     if not np.isfinite(values).all():
-        raise src.error("(fact) has a vector with values that are not numbers (NaN or inf)")
-    if not values.any():
-        raise src.error("(fact) has a vector of zeros")
+        raise src.error(f"(fact) has a {key!r} with values that are not numbers (NaN or inf)")
+    if len(values) and not values.any():
+        raise src.error(f"(fact) has a {key!r} of zeros")
     return blob
 
 

@@ -538,6 +538,25 @@ def embedding_text(
     )
 
 
+def _staged_vectors(embedder: Any, rows: Sequence[Sequence[Any]]) -> list[tuple[int, bytes]]:
+    """(fact id, its vectors as one float32 blob) for rows of embedding_inputs: the fact's
+    own vector first, then one per sentence of retain.sentence_texts (store reembed splits
+    them at the swap)."""
+    import numpy as np
+
+    from memcli.retain import sentence_texts
+
+    texts: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for r in rows:
+        start = len(texts)
+        texts.append(embedding_text(*r[1:]))
+        texts.extend(sentence_texts(r[1], r[2], r[6] or None))
+        spans.append((start, len(texts)))
+    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+    return [(r[0], vectors[a:b].tobytes()) for r, (a, b) in zip(rows, spans)]
+
+
 def _unindex(indexed: str) -> str:
     """The FTS form of a text back to plain (index_text spaces out CJK characters)."""
     import re
@@ -572,8 +591,6 @@ def reembed(
     keeps the committed batches; running it again with the same model resumes."""
     import time
 
-    import numpy as np
-
     started = time.perf_counter()
     bank_id = store.banks.require_bank(bank)
     name = embedder.name
@@ -605,10 +622,7 @@ def reembed(
             rows = store.reembed.embedding_inputs(bank_id, last, batch, skip_staged=True)
             if not rows:
                 break
-            vectors = embedder.embed([embedding_text(*r[1:]) for r in rows])
-            blobs = [
-                (r[0], np.asarray(v, dtype=np.float32).tobytes()) for r, v in zip(rows, vectors)
-            ]
+            blobs = _staged_vectors(embedder, rows)
             try:
                 with store.atomic():
                     _still_ours(store, bank_id, wanted)
@@ -627,14 +641,7 @@ def reembed(
                 # here, inside the swap's transaction, so no fact is left without a vector.
                 late = store.reembed.embedding_inputs(bank_id, -1, 1_000_000, skip_staged=True)
                 if late:
-                    vectors = embedder.embed([embedding_text(*r[1:]) for r in late])
-                    store.reembed.stage_vectors(
-                        bank_id,
-                        [
-                            (r[0], np.asarray(v, dtype=np.float32).tobytes())
-                            for r, v in zip(late, vectors)
-                        ],
-                    )
+                    store.reembed.stage_vectors(bank_id, _staged_vectors(embedder, late))
                     embedded += len(late)
                 store.reembed.swap_in_staged_vectors(bank_id, name, fingerprint, dim)
         except InterruptedAfterCommit:

@@ -38,7 +38,14 @@ from memcli.errors import MemError
 from memcli.labels import label_problem
 from memcli.settings import RetainSettings
 from memcli.speakers import read_speakers
-from memcli.split import SplitFact, first_words, split_text, starts_with_cause
+from memcli.split import (
+    SplitFact,
+    first_words,
+    sentences,
+    split_text,
+    starts_with_cause,
+    word_count,
+)
 from memcli.store import FACT_TYPES, InterruptedAfterCommit, StoreError, content_hash, iso
 from memcli.store.protocol import StoreProtocol
 from memcli.timeparse import TimeSpan, extract_fact_time, to_utc_naive
@@ -128,6 +135,7 @@ class _PendingFact:
     mentioned_at: datetime
     embedding: np.ndarray | None = None
     lead_in: str | None = None
+    sentence_embeddings: np.ndarray | None = None
 
 
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|we|we're|our|us)\b", re.I)
@@ -306,6 +314,28 @@ def embed_text(
     if lead_in:
         tail += f" (in reply to: {lead_in})"
     return head + text + tail
+
+
+# A sentence of a fact that says several things gets a vector of its own when it has at
+# least this many words (split.word_count). A turn that tells two stories is one vector near
+# neither; the semantic arm scores a fact by the best of its vector and its sentences'.
+# Shorter sentences ("Yes!", "Thanks, that helps.") say too little alone: with every
+# sentence, LoCoMo's MRR gained nothing (bench/RESULTS.md, ninth session).
+SENTENCE_VECTOR_MIN_WORDS = 10
+
+
+def sentence_texts(text: str, context: str | None, section: str | None = None) -> list[str]:
+    """What the embedder sees for each sentence of a fact that gets its own vector: the
+    fact's sentences of at least SENTENCE_VECTOR_MIN_WORDS words, each with who said it (or
+    the note and section it is from), when the fact has two sentences or more."""
+    parts = sentences(text)
+    if len(parts) < 2:
+        return []
+    return [
+        embed_text(part, context, None, [], None, section)
+        for part in parts
+        if word_count(part) >= SENTENCE_VECTOR_MIN_WORDS
+    ]
 
 
 def prepare_item(item: RetainItem, now: datetime, settings: RetainSettings) -> list[_PendingFact]:
@@ -657,10 +687,16 @@ class Retainer:
             )
             for p in pending
         ]
+        sentence_groups = [
+            sentence_texts(p.text, p.item.context, section_of(p.item.metadata)) for p in pending
+        ]
         # Each distinct text once: a text repeated a thousand times (pasted twice, a log of
         # one line) was embedded a thousand times, then all but one skipped as duplicates.
         unique: dict[str, int] = {}
         slots = [unique.setdefault(text, len(unique)) for text in texts]
+        sentence_slots = [
+            [unique.setdefault(text, len(unique)) for text in group] for group in sentence_groups
+        ]
         distinct = list(unique)
         if self.should_stop is None:
             vectors = self.embedder.embed(distinct)
@@ -670,8 +706,9 @@ class Retainer:
                 self._stop_if_asked()
                 parts.append(self.embedder.embed(distinct[start : start + EMBED_CHUNK]))
             vectors = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        for p, slot in zip(pending, slots):
+        for p, slot, own in zip(pending, slots, sentence_slots):
             p.embedding = vectors[slot]
+            p.sentence_embeddings = vectors[own] if own else None
 
     # -- write ----------------------------------------------------------------------------
 
@@ -747,6 +784,10 @@ class Retainer:
                 # A fact with a section has no lead-in: its section introduces it.
                 lead_in=p.lead_in or section_of(p.item.metadata),
             )
+            if p.sentence_embeddings is not None:
+                store.vectors.add_sentence_vectors(
+                    fact_id, target.bank_id, p.fact_type, p.sentence_embeddings
+                )
             # Counted now, while the tokenizer is loaded, so a recall of this fact finds
             # its date's shape known (blocks.block_tokens).
             tokens.count_tokens_any_digits(

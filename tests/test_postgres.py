@@ -279,7 +279,8 @@ def test_a_database_without_pgvector_is_named(pg_url: str) -> None:
 
     PgStore(pg_url).close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("DROP EXTENSION vector")
+        # CASCADE: the sentence vectors' column (schema 3) is of pgvector's type.
+        conn.execute("DROP EXTENSION vector CASCADE")
     with pytest.raises(StoreError, match="pgvector extension is missing"):
         PgStore(pg_url)
 
@@ -632,7 +633,7 @@ def test_a_store_of_schema_1_is_read_as_it_is_read_only_and_upgraded_by_a_write(
         retain(store, [RetainItem(text="An older note.", document_id="a.md")], embedder)
         store.conn.execute(
             "DROP INDEX documents_sync_root; ALTER TABLE documents DROP COLUMN sync_root; "
-            "ALTER TABLE documents DROP COLUMN source_hash; "
+            "ALTER TABLE documents DROP COLUMN source_hash; DROP TABLE sentence_vec; "
             "UPDATE meta SET value = '1' WHERE key = 'schema_version'"
         )
     with PgStore(pg_url, create=False, readonly=True) as store:
@@ -642,6 +643,11 @@ def test_a_store_of_schema_1_is_read_as_it_is_read_only_and_upgraded_by_a_write(
         assert (source.external_id, source.source_hash, source.sync_root) == ("a.md", None, None)
         assert store.sources.synced_documents(bank, "/anywhere") == {}
         assert store.schema_version() == 1
+        # Nor sentence vectors (schema 3): the semantic arm reads the facts' own vectors.
+        query = store.vectors.vectors_for([1])[1]
+        assert store.vectors.nearest_sentences(bank, query, 5) == []
+        assert store.vectors.sentence_vectors([1]) == {}
+        assert store.vectors.nearest(bank, query, 5)[0][0] == 1
     with PgStore(pg_url) as store:
         assert store.schema_version() == pg_schema.SCHEMA_VERSION
         bank = store.banks.require_bank("default")

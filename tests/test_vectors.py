@@ -646,3 +646,88 @@ def test_a_strict_filter_on_a_listed_window_checks_a_bounded_number_of_facts(
         inside = store.search.fact_ids_in_window(bank, start, end, flt)
         assert got == store.vectors.nearest_among(bank, query, inside, 5)
         assert len(got) == min(5, len(inside))
+
+
+# -- sentence vectors (store schema 10) ---------------------------------------------------
+
+TWO_SENTENCES = [
+    "We walked along the river for hours on {d} and talked about {a} the whole way home. "
+    "Later my sister called to say that her new job at the {b} company starts next week.",
+    "The {a} workshop on {d} was far better than I expected and lasted until late evening. "
+    "Afterwards we argued about whether the {b} museum deserves a second visit this year.",
+]
+TOPICS = ["sailing", "pottery", "chess", "jazz", "hiking", "cooking", "physics", "poetry"]
+
+
+def test_nearest_sentences_is_the_exact_best_sentence_of_each_fact(store, remember, embedder):
+    texts = [
+        TWO_SENTENCES[i % 2].format(a=TOPICS[i % 8], b=TOPICS[(i * 3 + 1) % 8], d=f"day {i}")
+        for i in range(40)
+    ]
+    remember([RetainItem(t, timestamp=DAY + timedelta(minutes=i)) for i, t in enumerate(texts)])
+    bank = store.banks.bank_id("default")
+    ids = store.facts.fact_ids_of_bank(bank)
+    sentences = store.vectors.sentence_vectors(ids)
+    assert sorted(sentences) == sorted(ids) and all(len(v) == 2 for v in sentences.values())
+    types = dict(
+        store.core.conn.execute("SELECT id, fact_type FROM facts WHERE bank_id = ?", (bank,))
+    )
+    query = np.asarray(embedder.embed(["a new job that starts soon"])[0], dtype=np.float32)
+
+    def best(vectors: np.ndarray) -> float:
+        return float(
+            (vectors @ query / np.linalg.norm(vectors, axis=1) / np.linalg.norm(query)).max()
+        )
+
+    exact = sorted(((f, best(v)) for f, v in sentences.items()), key=lambda p: -p[1])
+    by_fact = dict(exact)
+
+    def same(found: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
+        # Each fact with its own best cosine, and the cosines rank for rank (sentences of the
+        # same words tie: either may come first).
+        assert len({f for f, _ in found}) == len(found) == len(want)
+        assert np.allclose([c for _, c in found], [by_fact[f] for f, _ in found], atol=1e-5)
+        assert np.allclose([c for _, c in found], [c for _, c in want], atol=1e-5)
+
+    same(store.vectors.nearest_sentences(bank, query, 7), exact[:7])
+    kind = types[exact[0][0]]
+    of_kind = [p for p in exact if types[p[0]] == kind]
+    found = store.vectors.nearest_sentences(bank, query, 3, [kind])
+    same(found, of_kind[:3])
+    assert all(types[f] == kind for f, _ in found)
+    # Forgotten, a fact leaves none behind, and the next search (same connection) skips it.
+    top = exact[0][0]
+    with store.atomic():
+        store.facts.delete_facts([top])
+    assert store.health.fact_traces(top)["sentence_vec"] == 0
+    assert top not in [f for f, _ in store.vectors.nearest_sentences(bank, query, 40)]
+
+
+def test_a_store_of_schema_9_is_read_as_it_is_and_reembed_gives_it_sentence_vectors(tmp_path):
+    from memcli import Memory
+    from memcli.store.location import open_store
+
+    text = TWO_SENTENCES[0].format(a="sailing", b="pottery", d="Monday")
+    path = tmp_path / "old.db"
+    with Memory(path) as memory:
+        memory.retain(text)
+    conn = apsw.Connection(str(path))
+    conn.execute("DROP TABLE sentence_vec; PRAGMA user_version = 9")
+    conn.close()
+    old = open_store(path, create=False, readonly=True)  # read as it is, never upgraded
+    try:
+        query = np.ones(384, dtype=np.float32)
+        assert old.vectors.nearest_sentences(1, query, 5) == []
+        assert old.vectors.sentence_vectors([1]) == {}
+        assert old.vectors.nearest(1, query, 5)[0][0] == 1
+        assert old.health.row_counts()["sentence_vec"] == 0
+    finally:
+        old.close()
+    with Memory(path) as memory:
+        memory.reembed()  # a write: upgrades the file, then gives the old fact its sentences
+        answer = memory.recall("a new job at the pottery company", arms=["semantic"])
+        assert [c.fact_id for c in answer.ranked] == [1]
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 10
+    assert conn.execute("SELECT count(*) FROM sentence_vec WHERE fact_id = 1").fetchone()[0] == 2
+    conn.close()

@@ -1,4 +1,5 @@
-"""Semantic arm: nearest facts to the query embedding (sqlite-vec KNN, cosine)."""
+"""Semantic arm: nearest facts to the query embedding (cosine), a fact by the best of its own
+vector and its sentences' vectors."""
 
 from __future__ import annotations
 
@@ -17,13 +18,27 @@ def run(ctx: ArmContext) -> ArmResult:
     # so the best k of each type (the reference design) read up to three times the floats
     # for hits that the cut to k then drops. When the filter (facts a correction closed,
     # tags) leaves fewer than k of those found, the search goes further.
+    # A fact scores the best cosine of its own vector and its sentences' (a fact that says
+    # several things keeps a vector per longer sentence, retain.sentence_texts): the best k
+    # of those lie among the best k facts and the best k by sentence.
+    vectors = ctx.store.vectors
     while True:
-        found = ctx.store.vectors.nearest(ctx.bank_id, ctx.query_vec, fetch, ctx.filters.types)
-        scored = {fact_id: cosine for fact_id, cosine in found if cosine >= s.semantic_floor}
+        found = vectors.nearest(ctx.bank_id, ctx.query_vec, fetch, ctx.filters.types)
+        by_sentence = vectors.nearest_sentences(
+            ctx.bank_id, ctx.query_vec, fetch, ctx.filters.types
+        )
+        scored: dict[int, float] = {}
+        for fact_id, cosine in (*found, *by_sentence):
+            if cosine >= s.semantic_floor and cosine > scored.get(fact_id, -2.0):
+                scored[fact_id] = cosine
         allowed = ctx.filters.allowed(ctx.store, list(scored))
         ranked = sorted((f for f in scored if f in allowed), key=lambda f: -scored[f])[:k]
-        if len(ranked) >= k or len(found) < fetch or len(scored) < len(found):
-            break  # enough, or no more facts, or the rest are below the cosine floor
+        # Search further while a list is full and its last hit is above the cosine floor.
+        more = any(
+            len(hits) >= fetch and hits[-1][1] >= s.semantic_floor for hits in (found, by_sentence)
+        )
+        if len(ranked) >= k or not more:
+            break
         fetch *= 4
     result.hits = [ArmHit(f, scored[f]) for f in ranked]
     return result

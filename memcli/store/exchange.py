@@ -190,6 +190,7 @@ class ExchangePart:
                 # precision beside sign bits); the file always holds float32.
                 for fid, vec in self.vectors.vectors_for(ids).items():
                     blobs[fid] = np.asarray(vec, dtype="<f4").tobytes()
+                sentences = self.vectors.sentence_vectors(ids)
             n = len(FACT_EXPORT_COLUMNS)
             for row in rows:
                 rec = {c: _column_value(c, v) for c, v in zip(FACT_EXPORT_COLUMNS, row[:n])}
@@ -198,6 +199,10 @@ class ExchangePart:
                 rec["fts_lead_in"] = row[n + 1]
                 if vectors:
                     rec["vector"] = blobs.get(row[0])
+                    if row[0] in sentences:
+                        rec["sentence_vectors"] = np.asarray(
+                            sentences[row[0]], dtype="<f4"
+                        ).tobytes()
                 yield rec
             last = rows[-1][0]
 
@@ -353,9 +358,12 @@ class ExchangePart:
             "INSERT INTO fact_entities(fact_id, entity_id) VALUES(?, ?)",
             [(fid, e) for e in entity_ids],
         )
-        self.vectors.add_vector(
-            fid, bank_id, rec["fact_type"], np.frombuffer(embedding, dtype=np.float32)
-        )
+        # The fact's vector, then its sentences' (exchange._vector).
+        dim = self.vectors.vector_dim() or len(embedding) // 4
+        rows = np.frombuffer(embedding, dtype=np.float32).reshape(-1, dim)
+        self.vectors.add_vector(fid, bank_id, rec["fact_type"], rows[0])
+        if len(rows) > 1:
+            self.vectors.add_sentence_vectors(fid, bank_id, rec["fact_type"], rows[1:])
 
     def import_links(self, rows: Sequence[tuple[int, int, str, float]]) -> None:
         self.conn.executemany(

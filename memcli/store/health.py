@@ -18,8 +18,8 @@ from memcli.store.vectors import VectorsPart
 
 # Every table of a store's schema, for row_counts (fact_vec: once a vector was stored).
 CENSUS_TABLES = (
-    "facts", "fact_fts", "fact_vec", "fact_tags", "fact_entities", "entities", "entity_keys",
-    "links", "chunks", "documents", "banks",
+    "facts", "fact_fts", "fact_vec", "sentence_vec", "fact_tags", "fact_entities", "entities",
+    "entity_keys", "links", "chunks", "documents", "banks",
 )  # fmt: skip
 
 
@@ -178,7 +178,8 @@ class HealthPart:
         an import that must bring back every row)."""
         return {
             table: self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            if table != "fact_vec" or self.has_vector_table()
+            if (table != "fact_vec" or self.has_vector_table())
+            and (table != "sentence_vec" or self.core.has_table(table))
             else 0
             for table in CENSUS_TABLES
         }
@@ -193,6 +194,9 @@ class HealthPart:
             ],
             "fact_tags": q(
                 "SELECT count(*) FROM fact_tags WHERE fact_id = ?", (fact_id,)
+            ).fetchone()[0],
+            "sentence_vec": q(
+                "SELECT count(*) FROM sentence_vec WHERE fact_id = ?", (fact_id,)
             ).fetchone()[0],
             "fact_entities": q(
                 "SELECT count(*) FROM fact_entities WHERE fact_id = ?", (fact_id,)

@@ -329,6 +329,25 @@ class Vectors(Protocol):
         """The k facts of the bank nearest to vec as (fact id, cosine), best first."""
         ...
 
+    def add_sentence_vectors(
+        self, fact_id: int, bank_id: int, fact_type: str, vectors: np.ndarray
+    ) -> None:
+        """Store the vectors of the fact's sentences (retain.sentence_texts). Inside
+        atomic(); deleted and moved with the fact's own vector."""
+        ...
+
+    def sentence_vectors(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The sentence vectors of these facts, one row each in the order stored (a fact
+        without any is absent)."""
+        ...
+
+    def nearest_sentences(
+        self, bank_id: int, vec: np.ndarray, k: int, fact_types: Sequence[str] | None = None
+    ) -> list[tuple[int, float]]:
+        """The k facts of the bank whose nearest sentence vector is nearest to vec, as
+        (fact id, that cosine), best first."""
+        ...
+
     def nearest_among(
         self, bank_id: int, vec: np.ndarray, fact_ids: Sequence[int] | np.ndarray, k: int
     ) -> list[tuple[int, float]]: ...

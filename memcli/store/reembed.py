@@ -127,7 +127,11 @@ class ReembedPart:
             if not rows:
                 break
             for fid, ftype, blob in rows:
-                self.vectors.add_vector(fid, bank_id, ftype, np.frombuffer(blob, dtype=np.float32))
+                # The fact's own vector, then its sentences' (lifecycle._staged_vectors).
+                rows_of = np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
+                self.vectors.add_vector(fid, bank_id, ftype, rows_of[0])
+                if len(rows_of) > 1:
+                    self.vectors.add_sentence_vectors(fid, bank_id, ftype, rows_of[1:])
             swapped += len(rows)
             last = rows[-1][0]
         self.conn.execute("DELETE FROM reembed_staging WHERE bank_id = ?", (bank_id,))

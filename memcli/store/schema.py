@@ -282,5 +282,32 @@ V9 = """
         WHERE sync_root IS NOT NULL;
 """
 
-MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [V1, V2, _v3, _v4, V5, _v6, V7, V8, V9]
+# 10: sentence vectors. A fact that says several things also keeps one vector for each of
+# its longer sentences (retain.sentence_texts), half precision like fact_vec's floats; the
+# semantic arm scores a fact by the best of its vectors (store/vectors.py). Not a vec0
+# table: its rows are few (~0.3 of the facts' tokens) and a bank's are read whole into one
+# matrix. Facts stored before have none until `mem reembed`.
+V10 = """
+    CREATE TABLE sentence_vec(
+        fact_id INTEGER NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+        bank_id INTEGER NOT NULL,
+        fact_type TEXT NOT NULL,
+        embedding BLOB NOT NULL
+    );
+    CREATE INDEX sentence_vec_bank ON sentence_vec(bank_id);
+    CREATE INDEX sentence_vec_fact ON sentence_vec(fact_id);
+"""
+
+MIGRATIONS: list[str | Callable[[apsw.Connection], None]] = [
+    V1,
+    V2,
+    _v3,
+    _v4,
+    V5,
+    _v6,
+    V7,
+    V8,
+    V9,
+    V10,
+]
 SCHEMA_VERSION = len(MIGRATIONS)

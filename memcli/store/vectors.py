@@ -455,6 +455,47 @@ def _ranked_by_cosine(
     return list(zip(scan.ids[rows[order]].tolist(), cosines[order].tolist()))
 
 
+class SentenceMatrix:
+    """One bank's sentence vectors (store schema 10): row i is a sentence of fact ids[i],
+    of fact type FACT_TYPES[types[i]], its vector normalised. Both stores search with it."""
+
+    def __init__(self, ids: np.ndarray, types: np.ndarray, vectors: np.ndarray) -> None:
+        self.ids = ids
+        self.types = types
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True) if len(vectors) else None
+        self.vectors = vectors / np.where(norms == 0, 1.0, norms) if norms is not None else vectors
+
+    def nearest(
+        self, vec: np.ndarray, k: int, fact_types: Sequence[str] | None = None
+    ) -> list[tuple[int, float]]:
+        """The k facts whose nearest sentence is nearest to vec: (fact id, cosine)."""
+        if not len(self.ids) or k <= 0:
+            return []
+        query = np.asarray(vec, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        cosines = self.vectors @ (query / (norm or 1.0))
+        if fact_types is not None and not set(FACT_TYPES) <= set(fact_types):
+            codes = [FACT_TYPES.index(t) for t in fact_types if t in FACT_TYPES]
+            cosines = np.where(np.isin(self.types, codes), cosines, -np.inf)
+        # A fact has a few sentences: its best k usually lie among the best 4k rows.
+        head = min(len(cosines), 4 * k)
+        order = np.argpartition(-cosines, head - 1)[:head] if head < len(cosines) else None
+        if order is None or len(np.unique(self.ids[order])) < k:
+            order = np.arange(len(cosines))
+        order = order[np.argsort(-cosines[order], kind="stable")]
+        out: list[tuple[int, float]] = []
+        seen: set[int] = set()
+        for row in order.tolist():
+            cosine = float(cosines[row])
+            if cosine == -np.inf or len(out) >= k:
+                break
+            fact_id = int(self.ids[row])
+            if fact_id not in seen:
+                seen.add(fact_id)
+                out.append((fact_id, cosine))
+        return out
+
+
 class VectorsPart:
     """store.vectors: fact vectors (one vec0 table, partitioned by bank), the embedder each
     bank was made with, and nearest-neighbour searches, with each bank's scan cached on this
@@ -470,6 +511,10 @@ class VectorsPart:
         self._adopted: dict[int, BankScan] = {}
         self._vector_bits: bool | None = None  # whether fact_vec has the sign bits
         self._scan_layout_ok: bool | None = None  # whether vec0 stores what BankScan reads
+        # Per bank: its sentence vectors as one matrix, and the data_version it was read at
+        # (_sentence_matrix); dropped when this connection writes any.
+        self._sentences: dict[int, tuple[int, SentenceMatrix]] = {}
+        self._sentence_table = False  # known to exist (has_sentence_table)
         core.on_rollback(self.forget_scans)
 
     def vector_dim(self) -> int | None:
@@ -507,6 +552,7 @@ class VectorsPart:
     def drop_table(self) -> None:
         """Drop the vector table and every vector in it. Inside atomic()."""
         self.conn.execute("DROP TABLE fact_vec")
+        self.conn.execute("DELETE FROM sentence_vec")
         self.forget_scans()
 
     def check_embedder(
@@ -604,12 +650,45 @@ class VectorsPart:
             (fact_id, bank_id, fact_type, vec.tobytes()),
         )
 
+    def add_sentence_vectors(
+        self, fact_id: int, bank_id: int, fact_type: str, vectors: Any
+    ) -> None:
+        """Store the vectors of the fact's sentences (retain.sentence_texts), beside its own."""
+        rows = np.asarray(vectors, dtype=np.float32).astype(HALF)
+        self.conn.executemany(
+            "INSERT INTO sentence_vec(fact_id, bank_id, fact_type, embedding) VALUES(?, ?, ?, ?)",
+            [(fact_id, bank_id, fact_type, row.tobytes()) for row in rows],
+        )
+        self._sentences.pop(bank_id, None)
+
+    def sentence_vectors(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The sentence vectors of these facts, one row each, in the order stored (a fact
+        without any is absent)."""
+        if not self.has_sentence_table():
+            return {}
+        dim = self.vector_dim() or 0
+        found: dict[int, list[bytes]] = {}
+        for batch in batched(list(fact_ids)):
+            for fid, blob in self.conn.execute(
+                "SELECT fact_id, embedding FROM sentence_vec "
+                f"WHERE fact_id IN ({marks(len(batch))}) ORDER BY rowid",
+                batch,
+            ):
+                found.setdefault(fid, []).append(blob)
+        return {
+            fid: np.frombuffer(b"".join(blobs), dtype=HALF).astype(np.float32).reshape(-1, dim)
+            for fid, blobs in found.items()
+        }
+
     def delete_vectors(self, fact_ids: Sequence[int]) -> None:
         if not self.has_vectors():
             return
         self.forget_scans()
         for batch in batched(list(fact_ids)):
             self.conn.execute(f"DELETE FROM fact_vec WHERE fact_id IN ({marks(len(batch))})", batch)
+            self.conn.execute(
+                f"DELETE FROM sentence_vec WHERE fact_id IN ({marks(len(batch))})", batch
+            )
 
     def move_vectors(self, fact_ids: Sequence[int], bank_id: int) -> None:
         """Give vectors another partition (vec0 cannot update a partition key in place)."""
@@ -625,6 +704,9 @@ class VectorsPart:
             self.conn.execute(f"DELETE FROM fact_vec WHERE fact_id IN ({m})", batch)
             for fid, ftype, blob in rows:
                 self.add_vector(fid, bank_id, ftype, self._decode(blob))
+            self.conn.execute(
+                f"UPDATE sentence_vec SET bank_id = ? WHERE fact_id IN ({m})", (bank_id, *batch)
+            )
 
     def vectors_for(
         self, fact_ids: Sequence[int], bank_id: int | None = None
@@ -683,6 +765,44 @@ class VectorsPart:
         """Drop the cached bank scans: this connection deleted or moved vectors, dropped the
         table, or rolled back writes the scans were told about."""
         self._scans = {}
+        self._sentences = {}
+
+    def nearest_sentences(
+        self, bank_id: int, vec: np.ndarray, k: int, fact_types: Sequence[str] | None = None
+    ) -> list[tuple[int, float]]:
+        """The k facts of the bank (of these fact types, when given) whose sentence vectors
+        come nearest to vec, as (fact id, cosine of its nearest sentence), best first."""
+        if k <= 0 or not self.has_vectors() or not self.has_sentence_table():
+            return []
+        return self._sentence_matrix(bank_id).nearest(vec, k, fact_types)
+
+    def has_sentence_table(self) -> bool:
+        """False in a store of schema 9 or older that no write has upgraded yet (a read
+        does not upgrade a store)."""
+        if not self._sentence_table:
+            self._sentence_table = self.core.has_table("sentence_vec")
+        return self._sentence_table
+
+    def _sentence_matrix(self, bank_id: int) -> SentenceMatrix:
+        """The bank's sentence vectors, read once and kept until a commit of another
+        connection (data_version) or a write of this one."""
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        hit = self._sentences.get(bank_id)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        rows = self.conn.execute(
+            "SELECT fact_id, fact_type, embedding FROM sentence_vec WHERE bank_id = ?",
+            (bank_id,),
+        ).fetchall()
+        matrix = SentenceMatrix(
+            np.array([r[0] for r in rows], dtype=np.int64),
+            np.array([FACT_TYPES.index(r[1]) for r in rows], dtype=np.int8),
+            np.frombuffer(b"".join(r[2] for r in rows), dtype=HALF)
+            .astype(np.float32)
+            .reshape(len(rows), self.vector_dim() or 0),
+        )
+        self._sentences[bank_id] = (version, matrix)
+        return matrix
 
     def _bank_scan(self, bank_id: int) -> BankScan | None:
         """The bank's vectors read from vec0's chunks, cached until another connection

@@ -197,6 +197,7 @@ class PgHealth:
             "facts": count("SELECT count(*) FROM facts WHERE id = %s", fact_id),
             "fact_fts": count("SELECT count(*) FROM fact_fts WHERE fact_id = %s", fact_id),
             "fact_tags": count("SELECT count(*) FROM fact_tags WHERE fact_id = %s", fact_id),
+            "sentence_vec": count("SELECT count(*) FROM sentence_vec WHERE fact_id = %s", fact_id),
             "fact_entities": count(
                 "SELECT count(*) FROM fact_entities WHERE fact_id = %s", fact_id
             ),

@@ -183,7 +183,26 @@ V2 = """
         WHERE sync_root IS NOT NULL;
 """
 
-MIGRATIONS: list[str] = [V1, V2]
+# 3: sentence vectors (the SQLite store's schema 10): a fact that says several things also
+# keeps one vector for each of its longer sentences (retain.sentence_texts). The column has
+# no dimension (the vector table's comes with the first embedder) and no index: a bank's
+# sentences are scanned exactly (store/postgres/vectors.py nearest_sentences).
+V3 = """
+    CREATE TABLE sentence_vec(
+        id bigserial PRIMARY KEY,
+        fact_id bigint NOT NULL REFERENCES facts(id) ON DELETE CASCADE
+            DEFERRABLE INITIALLY IMMEDIATE,
+        bank_id bigint NOT NULL,
+        fact_type text NOT NULL,
+        embedding vector NOT NULL
+    );
+    CREATE INDEX sentence_vec_bank ON sentence_vec(bank_id, fact_type);
+    CREATE INDEX sentence_vec_fact ON sentence_vec(fact_id);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3]
+# The schema that has sentence_vec (a read-only open of an older one reads without it).
+SENTENCE_VECTORS_VERSION = 3
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Every table a mem schema may hold (the vector table and the re-embedding's staging table
@@ -204,6 +223,7 @@ MEM_TABLES = frozenset(
         "fts_terms",
         "fts_totals",
         "fact_vec",
+        "sentence_vec",
         "reembed_staging",
     }
 )

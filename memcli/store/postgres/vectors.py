@@ -84,6 +84,7 @@ class PgVectors:
 
     def drop_table(self) -> None:
         self.conn.execute("DROP TABLE fact_vec")
+        self.conn.execute("DELETE FROM sentence_vec")
         self.core.delete_meta("embedding_dim")
         self._dim = None
         self.core.on_rollback(self._forget_dim)
@@ -153,18 +154,62 @@ class PgVectors:
             (fact_id, bank_id, fact_type, Vec(embedding)),
         )
 
+    def add_sentence_vectors(
+        self, fact_id: int, bank_id: int, fact_type: str, vectors: Any
+    ) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO sentence_vec(fact_id, bank_id, fact_type, embedding) "
+                "VALUES(%s, %s, %s, %s)",
+                [(fact_id, bank_id, fact_type, Vec(row)) for row in vectors],
+            )
+
+    def sentence_vectors(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        if self.core.version_at_open < schema.SENTENCE_VECTORS_VERSION:
+            return {}
+        found: dict[int, list[np.ndarray]] = {}
+        for fid, vec in self.conn.execute(
+            "SELECT fact_id, embedding FROM sentence_vec WHERE fact_id = ANY(%s) "
+            "ORDER BY fact_id, id",
+            ([int(i) for i in fact_ids],),
+        ):
+            found.setdefault(fid, []).append(np.asarray(vec, dtype=np.float32))
+        return {fid: np.stack(rows) for fid, rows in found.items()}
+
     def delete_vectors(self, fact_ids: Sequence[int]) -> None:
         if self.has_vectors():
-            self.conn.execute(
-                "DELETE FROM fact_vec WHERE fact_id = ANY(%s)", ([int(i) for i in fact_ids],)
-            )
+            ids = [int(i) for i in fact_ids]
+            self.conn.execute("DELETE FROM fact_vec WHERE fact_id = ANY(%s)", (ids,))
+            self.conn.execute("DELETE FROM sentence_vec WHERE fact_id = ANY(%s)", (ids,))
 
     def move_vectors(self, fact_ids: Sequence[int], bank_id: int) -> None:
         if self.has_vectors():
-            self.conn.execute(
-                "UPDATE fact_vec SET bank_id = %s WHERE fact_id = ANY(%s)",
-                (bank_id, [int(i) for i in fact_ids]),
-            )
+            ids = [int(i) for i in fact_ids]
+            for table in ("fact_vec", "sentence_vec"):
+                self.conn.execute(
+                    f"UPDATE {table} SET bank_id = %s WHERE fact_id = ANY(%s)", (bank_id, ids)
+                )
+
+    def nearest_sentences(
+        self, bank_id: int, vec: np.ndarray, k: int, fact_types: Sequence[str] | None = None
+    ) -> list[tuple[int, float]]:
+        """Every sentence vector of the bank ranked exactly (the table has no index: a
+        bank's sentences are a share of its facts), best per fact."""
+        if (
+            k <= 0
+            or not self.has_vectors()
+            or self.core.version_at_open < schema.SENTENCE_VECTORS_VERSION
+        ):
+            return []
+        wanted = None if fact_types is None or set(FACT_TYPES) <= set(fact_types) else fact_types
+        type_cond = "" if wanted is None else " AND fact_type = ANY(%s)"
+        type_args = () if wanted is None else (list(wanted),)
+        rows = self.conn.execute(
+            "SELECT fact_id, min(embedding <=> %s) AS d FROM sentence_vec "
+            f"WHERE bank_id = %s{type_cond} GROUP BY fact_id ORDER BY d, fact_id LIMIT %s",
+            (Vec(np.asarray(vec, dtype=np.float32)), bank_id, *type_args, k),
+        ).fetchall()
+        return [(int(fid), 1.0 - float(d)) for fid, d in rows]
 
     def forget_deleted(self) -> None:
         """Facts were deleted (their vectors cascade): nothing is cached about them."""
