@@ -724,7 +724,8 @@ def test_a_dry_run_reads_a_store_of_the_schema_before_sources_without_upgrading_
     conn = apsw.Connection(str(db_path))
     conn.execute(
         "DROP INDEX documents_sync_root; ALTER TABLE documents DROP COLUMN sync_root; "
-        "ALTER TABLE documents DROP COLUMN source_hash; PRAGMA user_version = 8"
+        "ALTER TABLE documents DROP COLUMN source_hash; DROP TABLE sentence_vec; "
+        "PRAGMA user_version = 8"
     )
     conn.close()
     root = tmp_path / "vault"

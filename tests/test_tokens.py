@@ -197,7 +197,8 @@ def schema_5_copy(src: Path, dst: Path) -> None:
         "ALTER TABLE facts DROP COLUMN tail_tokens; DROP INDEX facts_occurred_end; "
         "DROP TRIGGER facts_id_high; DELETE FROM meta WHERE key = 'fact_id_high'; "
         "DROP INDEX documents_sync_root; ALTER TABLE documents DROP COLUMN sync_root; "
-        "ALTER TABLE documents DROP COLUMN source_hash; PRAGMA user_version = 5"
+        "ALTER TABLE documents DROP COLUMN source_hash; DROP TABLE sentence_vec; "
+        "PRAGMA user_version = 5"
     )
     conn.close()
 
