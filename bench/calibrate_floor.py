@@ -130,12 +130,10 @@ def measure(s, stores: Path, model, never_said: list[str] = ()) -> list[dict]:
 def _inputs(store, bank: int, model, query: str, chosen, timely: set[int]) -> list[list[float]]:
     """(cosine to the whole query, share of its terms held, found in its time, in another
     script than the query) per candidate."""
-    from memcli.recall.floor import term_coverage
+    from memcli.recall.floor import fact_cosines, term_coverage
 
     ids = [c.fact_id for c in chosen]
-    vectors = store.vectors.fact_vectors(bank, ids) if ids else None
-    qv = model.embed_query(query)
-    cos = (vectors @ qv).tolist() if vectors is not None else []
+    cos = fact_cosines(store, bank, ids, model.embed_query(query)).tolist()
     cov = term_coverage(store, query, ids)
     return [
         [
@@ -257,7 +255,7 @@ def cross_script_rows(sets, stores: Path, models, n: int, first_stores: int) -> 
     from memcli import lang
     from memcli.bench.datasets import iter_dataset
     from memcli.bench.runner import BANK, BenchOptions, _case_now, _kept_store_path
-    from memcli.recall.floor import CHECKED
+    from memcli.recall.floor import CHECKED, fact_cosines
     from memcli.settings import RecallSettings
     from memcli.store import Store
 
@@ -300,8 +298,7 @@ def cross_script_rows(sets, stores: Path, models, n: int, first_stores: int) -> 
                     result = _recall_unfloored(store, query, q, now, model, settings)
                     head = result.ranked[:CHECKED]
                     ids = [c.fact_id for c in head]
-                    vectors = store.vectors.fact_vectors(bank, ids) if ids else None
-                    cosines = (vectors @ model.embed_query(query)).tolist() if ids else []
+                    cosines = fact_cosines(store, bank, ids, model.embed_query(query)).tolist()
                     cands = [
                         [
                             round(cos, 4),

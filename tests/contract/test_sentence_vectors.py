@@ -160,3 +160,12 @@ def test_forget_and_correct_take_the_sentence_vectors_with_the_fact(memory: Memo
     assert all(c.fact_id != two for c in answer.ranked)
     facts = exported_facts(memory)
     assert list(facts) == [ONE_THING]
+
+
+def test_the_relevance_floor_measures_a_fact_by_its_nearest_sentence_too(memory: Memory) -> None:
+    # The whole turn's vector is below the floor for a question about its second sentence;
+    # that sentence's is above: the floor and the semantic arm agree on the fact's cosine.
+    memory.retain(TWO_THINGS, context="Ana")
+    answer = memory.recall("trip to Japan")
+    assert [c.fact_id for c in answer.results] == [1]
+    assert answer.to_json()["floor"]["passed"] is True
