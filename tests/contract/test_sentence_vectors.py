@@ -23,11 +23,25 @@ SHORT_SENTENCES = "Yes! I loved it. Thanks a lot."
 ONE_THING = "My favourite tea is a smoky lapsang souchong from a small shop near the harbour."
 
 
-def exported_facts(memory: Memory) -> dict[str, dict]:
+def exported_facts(memory: Memory, bank: str | None = None) -> dict[str, dict]:
+    """The bank's export (with vectors), its fact records by text."""
     out = io.StringIO()
-    memory.export(out, with_vectors=True)
+    memory.export(out, bank=bank, with_vectors=True)
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     return {r["text"]: r for r in records if r["kind"] == "fact"}
+
+
+def exported_with(memory: Memory, edit: Callable[[dict], None]) -> list[str]:
+    """The export's lines (with vectors), each fact record changed by edit."""
+    out = io.StringIO()
+    memory.export(out, with_vectors=True)
+    lines = []
+    for line in out.getvalue().splitlines():
+        record = json.loads(line)
+        if record["kind"] == "fact":
+            edit(record)
+        lines.append(json.dumps(record))
+    return lines
 
 
 def floats(value: str, dim: int = 384) -> np.ndarray:
@@ -85,17 +99,10 @@ def test_sentence_vectors_round_trip_through_export_and_import(
     source.export(plain)
     computed = open_memory("computed")
     computed.import_(plain.getvalue().splitlines(), name="export", into="copy")
-    sentences = floats(exported_facts_of(computed, "copy")[TWO_THINGS]["sentence_vectors"])
+    sentences = floats(exported_facts(computed, "copy")[TWO_THINGS]["sentence_vectors"])
     original = floats(exported_facts(source)[TWO_THINGS]["sentence_vectors"])
     assert sentences.shape == original.shape
     assert np.allclose(sentences, original, atol=2e-3)
-
-
-def exported_facts_of(memory: Memory, bank: str) -> dict[str, dict]:
-    out = io.StringIO()
-    memory.export(out, bank=bank, with_vectors=True)
-    records = [json.loads(line) for line in out.getvalue().splitlines()]
-    return {r["text"]: r for r in records if r["kind"] == "fact"}
 
 
 def test_a_file_of_an_older_mem_imports_and_reembed_gives_its_sentence_vectors(
@@ -103,18 +110,12 @@ def test_a_file_of_an_older_mem_imports_and_reembed_gives_its_sentence_vectors(
 ) -> None:
     source = open_memory("source")
     source.retain(TWO_THINGS, context="Ana")
-    out = io.StringIO()
-    source.export(out, with_vectors=True)
-    older = []
-    for line in out.getvalue().splitlines():
-        record = json.loads(line)
-        record.pop("sentence_vectors", None)
-        older.append(json.dumps(record))
+    older = exported_with(source, lambda record: record.pop("sentence_vectors", None))
     target = open_memory("target")
     target.import_(older, name="export", into="old")
-    assert "sentence_vectors" not in exported_facts_of(target, "old")[TWO_THINGS]
+    assert "sentence_vectors" not in exported_facts(target, "old")[TWO_THINGS]
     target.reembed(bank="old")
-    restored = floats(exported_facts_of(target, "old")[TWO_THINGS]["sentence_vectors"])
+    restored = floats(exported_facts(target, "old")[TWO_THINGS]["sentence_vectors"])
     original = floats(exported_facts(source)[TWO_THINGS]["sentence_vectors"])
     assert np.allclose(restored, original, atol=2e-3)
 
@@ -135,14 +136,7 @@ def test_damaged_sentence_vectors_in_a_file_import_nothing(
 ) -> None:
     source = open_memory("source")
     source.retain(TWO_THINGS, context="Ana")
-    out = io.StringIO()
-    source.export(out, with_vectors=True)
-    lines = []
-    for line in out.getvalue().splitlines():
-        record = json.loads(line)
-        if record["kind"] == "fact":
-            record["sentence_vectors"] = value
-        lines.append(json.dumps(record))
+    lines = exported_with(source, lambda record: record.update(sentence_vectors=value))
     target = open_memory("target")
     target.retain(ONE_THING)
     with pytest.raises(MemError, match=message) as raised:
