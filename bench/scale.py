@@ -54,6 +54,7 @@ DATASET = (
 )
 MEM = [sys.executable, "-m", "memcli"]
 BATCH = 64  # RetainSettings.batch_items: the raw embedder gets the same batches
+SENTENCES_PER_FACT = 2  # --components: sentence vectors a fact
 
 
 def default_embedder_spec() -> str:
@@ -237,6 +238,7 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
     from memcli.models.choice import DEFAULT_NAME
     from memcli.models.load import load_embedder
     from memcli.retain import semantic_link_floor
+    from memcli.settings import RecallSettings
     from memcli.store import Store
 
     # The link search's cost depends on its floor (the Hamming reach): the default model's.
@@ -281,6 +283,15 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
                     embedding=unit(),
                     now=datetime(2026, 1, 1),
                 )
+            # Sentence vectors as a bank of multi-sentence turns holds them (LoCoMo: 2.8 a
+            # fact with two or more sentences of >= 10 words): SENTENCES_PER_FACT a fact.
+            for fact_id in store.facts.fact_ids_of_bank(bank):
+                store.vectors.add_sentence_vectors(
+                    fact_id,
+                    bank,
+                    "world",
+                    np.stack([unit() for _ in range(SENTENCES_PER_FACT)]),
+                )
         ids = store.facts.fact_ids_of_bank(bank)
         top = max(ids)
 
@@ -299,12 +310,22 @@ def components(items: list[dict], size: int, folder: Path) -> dict[str, float]:
             new_ids = [top + 1 + i for i in range(64)]
             store.vectors.nearest_earlier([bank], new_ids, vectors, 50, set(), link_floor)
 
+        def sentence_load() -> None:
+            store.vectors.forget_scans()
+            store.vectors._sentence_matrix(bank)
+
+        def sentence_search() -> None:
+            store.vectors.nearest_sentences(bank, unit(), RecallSettings().semantic_sentence_limit)
+
         window = ids[: len(ids) // 5]
         sample = ids[:: max(1, len(ids) // 100)][:100]
         return {
             "facts": len(ids),
             "scan_ms": cpu_ms(fresh_scan),
             "semantic_arm_ms": cpu_ms(semantic_arm),
+            "sentence_load_ms": cpu_ms(sentence_load, 3),
+            "sentence_search_ms": cpu_ms(sentence_search, 15),
+            "sentence_mb": store.vectors._sentence_matrix(bank).nbytes / 1e6,
             "links_ms_per_fact": cpu_ms(link_batch, 3) / 64,
             "temporal_pool_ms": cpu_ms(
                 lambda: store.vectors.nearest_among(bank, unit(), window, 60)
@@ -556,14 +577,16 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         print(
             f"{'facts':>7} {'scan':>6} {'semantic arm':>12} {'links/fact':>10} "
-            f"{'temporal pool':>13} {'time nbrs':>9}   (CPU ms)"
+            f"{'temporal pool':>13} {'time nbrs':>9} {'sent. load':>10} {'sent. search':>12} "
+            f"{'sent. MB':>8}   (CPU ms; {SENTENCES_PER_FACT} sentence vectors a fact)"
         )
         for size in (int(s) for s in args.components.split(",")):
             r = components(items, size, folder)
             print(
                 f"{r['facts']:>7} {r['scan_ms']:>6.1f} {r['semantic_arm_ms']:>12.1f} "
                 f"{r['links_ms_per_fact']:>10.2f} {r['temporal_pool_ms']:>13.1f} "
-                f"{r['time_neighbours_ms']:>9.3f}",
+                f"{r['time_neighbours_ms']:>9.3f} {r['sentence_load_ms']:>10.1f} "
+                f"{r['sentence_search_ms']:>12.1f} {r['sentence_mb']:>8.1f}",
                 flush=True,
             )
         return

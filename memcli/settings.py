@@ -36,6 +36,13 @@ class RecallSettings:
     # 0.2: LoCoMo 0.815 / 0.671 -> 0.817 / 0.670 (MiniLM 0.804 / 0.640 -> 0.809 / 0.650),
     # CJK chat 0.919 / 0.753 -> 0.933 / 0.757, CJK and LongMemEval S equal (bench/RESULTS.md).
     semantic_floor: float = 0.2
+    # The facts the search of sentence vectors adds to the semantic arm's list (the best of
+    # them; a sentence's cosine counts where it beats its fact's own). A sentence decides a
+    # fact's place near the top: at 100 (or 50) instead of the arm's whole 300 every dev set
+    # ranks the same but LoCoMo's MRR (0.6902 -> 0.6893), and at 200k sentences a query
+    # reads a third of the floats (bench/sentence_scan.py: 8 ms warm, 16 cold, against 13
+    # and 31; bench/RESULTS.md, tenth session).
+    semantic_sentence_limit: int = 100
     keyword_max_terms: int = 16
     # How a CJK run in a query becomes keyword terms: both (characters + pairs), bigram,
     # unigram or trigram; see fts.py.

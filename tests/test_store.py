@@ -69,8 +69,9 @@ def _write_version_2_file(path, embedder) -> None:
 def test_a_version_2_file_is_migrated_in_place_and_keeps_everything(db_path, embedder):
     _write_version_2_file(db_path, embedder)
     with Store(db_path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 10
+        assert store.schema_version() == SCHEMA_VERSION == 11
         assert store.vectors.has_sentence_table()  # schema 10: empty until a reembed
+        assert store.vectors.has_sentence_bits()  # schema 11
         assert store.core.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert {"facts_context", "facts_dedupe"} <= index_names(store)
         bank = store.banks.require_bank("default")

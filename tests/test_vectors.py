@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memcli.retain import RetainItem
-from memcli.store import FACT_TYPES
+from memcli.store import FACT_TYPES, SCHEMA_VERSION
 from memcli.store.vectors import hamming_reach, prefilter_candidates, shortlist_sizes, sign_bits
 
 DAY = datetime(2026, 5, 1, 9)
@@ -728,6 +728,118 @@ def test_a_store_of_schema_9_is_read_as_it_is_and_reembed_gives_it_sentence_vect
         answer = memory.recall("a new job at the pottery company", arms=["semantic"])
         assert [c.fact_id for c in answer.ranked] == [1]
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 10
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT count(*) FROM sentence_vec WHERE fact_id = 1").fetchone()[0] == 2
     conn.close()
+
+
+def _bank_of_sentences(store, sentences: list[np.ndarray], types: list[str]) -> int:
+    """A bank whose fact i has the sentence vectors sentences[i] (its own vector their mean),
+    made without an embedder: the search's cost and exactness do not depend on the text."""
+    with store.atomic():
+        bank = store.banks.ensure_bank("default", DAY)
+        store.vectors.ensure_vectors(bank, "test-vectors", None, 384)
+        for i, (rows, fact_type) in enumerate(zip(sentences, types)):
+            fact_id = store.facts.insert_fact(
+                bank_id=bank,
+                text=f"fact {i}",
+                context=None,
+                fact_type=fact_type,
+                mentioned_at=DAY + timedelta(minutes=i),
+                occurred_start=None,
+                occurred_end=None,
+                tags=[],
+                metadata={},
+                source_id=None,
+                document_id=None,
+                chunk_id=None,
+                content_hash=f"test-{i}",
+                entity_names=[],
+                embedding=rows.mean(axis=0),
+                now=DAY,
+            )
+            store.vectors.add_sentence_vectors(fact_id, bank, fact_type, rows)
+    return bank
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    rows = rng.standard_normal((n, 384)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_the_sentence_scan_finds_the_best_sentences_reading_only_its_short_list(store, monkeypatch):
+    """Schema 11: a big bank's sentences are ranked by their sign bits and only a short
+    list's floats are read. Each query has three planted facts, one sentence of each near
+    it, among 6,000 random sentences: they come first, with their exact cosines, best first,
+    having read the floats of no more rows than the short list holds."""
+    rng = np.random.default_rng(3)
+    queries = _unit(rng, 4)
+    sentences = [_unit(rng, 3) for _ in range(2_000)]
+    types = ["experience" if i % 4 == 0 else "world" for i in range(2_000)]
+    planted: dict[int, list[int]] = {}
+    for q, query in enumerate(queries):
+        picks = [int(i) for i in rng.choice(np.arange(q, 2_000, 4), 3, replace=False)]
+        for rank, i in enumerate(picks):  # cosines ~0.95, ~0.9, ~0.85 to the query
+            noise = _unit(rng, 1)[0]
+            mix = (0.95 - 0.05 * rank) * query + np.sqrt(1 - (0.95 - 0.05 * rank) ** 2) * noise
+            sentences[i][rank % 3] = mix
+        planted[q] = picks
+    bank = _bank_of_sentences(store, sentences, types)
+    ids = store.facts.fact_ids_of_bank(bank)
+    scan = store.vectors._sentence_matrix(bank)
+    assert type(scan).__name__ == "SentenceScan" and len(scan) == 6_000
+    for q, query in enumerate(queries):
+        found = store.vectors.nearest_sentences(bank, query, 5)
+        exact = {
+            ids[i]: float((rows @ query / np.linalg.norm(rows, axis=1)).max())
+            for i, rows in enumerate(sentences)
+        }
+        assert [f for f, _ in found[:3]] == [ids[i] for i in planted[q]]
+        assert np.allclose([c for _, c in found], [exact[f] for f, _ in found], atol=2e-3)
+        assert len({f for f, _ in found}) == 5
+        # Only this query's fact type (the planted facts of query 0 are experiences).
+        kind = types[planted[q][0]]
+        typed = store.vectors.nearest_sentences(bank, query, 5, [kind])
+        assert [f for f, _ in typed[:3]] == [ids[i] for i in planted[q]]
+        assert all(types[ids.index(f)] == kind for f, _ in typed)
+    # Eight searches, each reading the floats of at most its short list's rows.
+    assert scan._kept_count <= 8 * shortlist_sizes(3 * 5)[1] < 6_000
+
+
+def test_a_store_of_schema_10_is_searched_exactly_as_it_is_and_gains_sign_bits_when_opened(
+    tmp_path,
+):
+    from memcli.store import Store
+    from memcli.store.location import open_store
+
+    rng = np.random.default_rng(5)
+    path = tmp_path / "ten.db"
+    sentences = [_unit(rng, 2) for _ in range(300)]
+    query = _unit(rng, 1)[0]
+    with Store(path) as store:  # 600 sentences: for 100 facts the short list holds them all
+        bank = _bank_of_sentences(store, sentences, ["world"] * 300)
+        now = store.vectors.nearest_sentences(bank, query, 100)
+        bits = store.core.conn.execute("SELECT bits FROM sentence_vec ORDER BY rowid").fetchall()
+    conn = apsw.Connection(str(path))
+    conn.execute(
+        "DROP INDEX sentence_vec_scan; ALTER TABLE sentence_vec DROP COLUMN bits; "
+        "CREATE INDEX sentence_vec_bank ON sentence_vec(bank_id); PRAGMA user_version = 10"
+    )
+    conn.close()
+    old = open_store(path, create=False, readonly=True)  # read as it is, never upgraded
+    try:
+        assert not old.vectors.has_sentence_bits()
+        assert type(old.vectors._sentence_matrix(bank)).__name__ == "SentenceMatrix"
+        exact = old.vectors.nearest_sentences(bank, query, 100)
+        assert [f for f, _ in exact] == [f for f, _ in now]
+        assert np.allclose([c for _, c in exact], [c for _, c in now], atol=1e-5)
+    finally:
+        old.close()
+    with Store(path) as store:  # opened for writing: migrated, every row given its bits
+        assert store.schema_version() == SCHEMA_VERSION
+        assert store.vectors.has_sentence_bits()
+        assert (
+            store.core.conn.execute("SELECT bits FROM sentence_vec ORDER BY rowid").fetchall()
+            == bits
+        )
+        assert store.vectors.nearest_sentences(bank, query, 100) == now

@@ -19,13 +19,15 @@ def run(ctx: ArmContext) -> ArmResult:
     # for hits that the cut to k then drops. When the filter (facts a correction closed,
     # tags) leaves fewer than k of those found, the search goes further.
     # A fact scores the best cosine of its own vector and its sentences' (a fact that says
-    # several things keeps a vector per longer sentence, retain.sentence_texts): the best k
-    # of those lie among the best k facts and the best k by sentence.
+    # several things keeps a vector per longer sentence, retain.sentence_texts).
+    # The sentence search looks for fewer (semantic_sentence_limit, widened as the fact
+    # search is): a sentence decides a fact's place near the top of the list.
     vectors = ctx.store.vectors
+    sentence_fetch = min(fetch, max(1, s.semantic_sentence_limit) * fetch // k)
     while True:
         found = vectors.nearest(ctx.bank_id, ctx.query_vec, fetch, ctx.filters.types)
         by_sentence = vectors.nearest_sentences(
-            ctx.bank_id, ctx.query_vec, fetch, ctx.filters.types
+            ctx.bank_id, ctx.query_vec, sentence_fetch, ctx.filters.types
         )
         scored: dict[int, float] = {}
         for fact_id, cosine in (*found, *by_sentence):
@@ -35,10 +37,12 @@ def run(ctx: ArmContext) -> ArmResult:
         ranked = sorted((f for f in scored if f in allowed), key=lambda f: -scored[f])[:k]
         # Search further while a list is full and its last hit is above the cosine floor.
         more = any(
-            len(hits) >= fetch and hits[-1][1] >= s.semantic_floor for hits in (found, by_sentence)
+            len(hits) >= wanted and hits[-1][1] >= s.semantic_floor
+            for hits, wanted in ((found, fetch), (by_sentence, sentence_fetch))
         )
         if len(ranked) >= k or not more:
             break
         fetch *= 4
+        sentence_fetch *= 4
     result.hits = [ArmHit(f, scored[f]) for f in ranked]
     return result

@@ -31,3 +31,11 @@ def sign_bits(vec: np.ndarray) -> bytes:
     """The sign bits of a vector exactly as vec0's vec_quantize_binary makes them (element
     > 0 -> 1, least significant bit first)."""
     return np.packbits(np.asarray(vec) > 0, bitorder="little").tobytes()
+
+
+def half_sign_bits(halves: np.ndarray) -> np.ndarray:
+    """sign_bits of each row of half-precision vectors, as a (rows, dim / 8) byte array: a
+    half is > 0 when its 16 bits, read as a signed integer, are (numpy compares halves in
+    software, ~40x slower)."""
+    rows = np.ascontiguousarray(np.asarray(halves, dtype=HALF))
+    return np.packbits(rows.view("<i2") > 0, axis=-1, bitorder="little")
