@@ -307,14 +307,22 @@ def _v11(conn: apsw.Connection) -> None:
     search reads the index, ranks by Hamming distance and reads only its short list's floats
     by rowid (store/vectors.py SentenceScan)."""
     conn.execute("ALTER TABLE sentence_vec ADD COLUMN bits BLOB")
-    rows = conn.execute("SELECT rowid, embedding FROM sentence_vec").fetchall()
-    conn.executemany(
-        "UPDATE sentence_vec SET bits = ? WHERE rowid = ?",
-        [
-            (half_sign_bits(np.frombuffer(blob, dtype=HALF)).tobytes(), rowid)
-            for rowid, blob in rows
-        ],
-    )
+    last = 0
+    while True:  # a batch of rows at a time: a big store's floats are never all in memory
+        rows = conn.execute(
+            "SELECT rowid, embedding FROM sentence_vec WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (last, 10_000),
+        ).fetchall()
+        if not rows:
+            break
+        conn.executemany(
+            "UPDATE sentence_vec SET bits = ? WHERE rowid = ?",
+            [
+                (half_sign_bits(np.frombuffer(blob, dtype=HALF)).tobytes(), rowid)
+                for rowid, blob in rows
+            ],
+        )
+        last = rows[-1][0]
     conn.execute("DROP INDEX sentence_vec_bank")
     conn.execute(
         "CREATE INDEX sentence_vec_scan ON sentence_vec(bank_id, fact_type, fact_id, bits)"

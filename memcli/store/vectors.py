@@ -465,8 +465,9 @@ def _ranked_by_cosine(
 
 
 class SentenceMatrix:
-    """One bank's sentence vectors (store schema 10): row i is a sentence of fact ids[i],
-    of fact type FACT_TYPES[types[i]], its vector normalised. Both stores search with it."""
+    """One bank's sentence vectors in one matrix, searched exactly: row i is a sentence of
+    fact ids[i], of fact type FACT_TYPES[types[i]], its vector normalised. For rows without
+    sign bits (a file of schema 10 read as it is); SentenceScan searches the rest."""
 
     def __init__(self, ids: np.ndarray, types: np.ndarray, vectors: np.ndarray) -> None:
         self.ids = ids
