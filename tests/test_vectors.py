@@ -843,3 +843,17 @@ def test_a_store_of_schema_10_is_searched_exactly_as_it_is_and_gains_sign_bits_w
             == bits
         )
         assert store.vectors.nearest_sentences(bank, query, 100) == now
+
+
+def test_getting_ready_to_search_reads_the_sentence_search_once_when_asked(store):
+    """A recall reads the bank's sentence search while its model loads (with the semantic
+    arm asked for); the search then uses what was read, not a second read."""
+    rng = np.random.default_rng(9)
+    bank = _bank_of_sentences(store, [_unit(rng, 2) for _ in range(50)], ["world"] * 50)
+    store.vectors.forget_scans()
+    store.vectors.prepare_vector_search(bank)
+    assert bank not in store.vectors._sentences  # not asked: the arms may not need it
+    store.vectors.prepare_vector_search(bank, sentences=True)
+    held = store.vectors._sentences[bank][1]
+    assert len(store.vectors.nearest_sentences(bank, _unit(rng, 1)[0], 5)) == 5
+    assert store.vectors._sentences[bank][1] is held

@@ -296,10 +296,11 @@ def _recall_once(
         if "keyword" in wanted:
             keyword_future = start(keyword.run)
         if needs_vector:
-            # The semantic arm's scan of the bank's vectors (~25 ms at 100k facts), read
-            # while the model may still be loading in the background (models/preload.py).
+            # The semantic arm's scan of the bank's vectors (~25 ms at 100k facts) and of its
+            # sentence vectors, read while the model may still be loading in the background
+            # (models/preload.py).
             t0 = time.perf_counter()
-            scan = store.vectors.prepare_vector_search(bank_id)
+            scan = store.vectors.prepare_vector_search(bank_id, sentences="semantic" in wanted)
             timings["vectors"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             model = (

@@ -314,9 +314,12 @@ class Vectors(Protocol):
         of zeros for one without), or None when the bank has none to read."""
         ...
 
-    def prepare_vector_search(self, bank_id: int) -> VectorSearchHandle | None:
-        """Get ready to search the bank (a recall does it while its model loads); a handle
-        another connection of this process may search with (search_with), or None."""
+    def prepare_vector_search(
+        self, bank_id: int, *, sentences: bool = False
+    ) -> VectorSearchHandle | None:
+        """Get ready to search the bank (a recall does it while its model loads), and its
+        sentence vectors too when asked; a handle another connection of this process may
+        search with (search_with), or None."""
         ...
 
     def search_with(self, bank_id: int, scan: VectorSearchHandle | None) -> None:

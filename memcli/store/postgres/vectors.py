@@ -263,7 +263,7 @@ class PgVectors:
         vecs = np.stack([r[1] for r in rows]) if rows else np.zeros((0, dim), dtype=np.float32)
         return ids, vecs
 
-    def prepare_vector_search(self, bank_id: int) -> None:
+    def prepare_vector_search(self, bank_id: int, *, sentences: bool = False) -> None:
         """Nothing to read ahead: the server keeps the index."""
         return None
 
