@@ -857,3 +857,27 @@ def test_getting_ready_to_search_reads_the_sentence_search_once_when_asked(store
     held = store.vectors._sentences[bank][1]
     assert len(store.vectors.nearest_sentences(bank, _unit(rng, 1)[0], 5)) == 5
     assert store.vectors._sentences[bank][1] is held
+
+
+def test_facts_of_many_sentences_do_not_leave_the_sentence_search_short(store):
+    """Eight facts of 40 sentences each, all near the query, fill the short list (3 rows a
+    fact wanted) with their own rows: the search widens until it has the k facts asked for,
+    the eight first."""
+    rng = np.random.default_rng(11)
+    query = _unit(rng, 1)[0]
+    near = []
+    for _ in range(8):
+        noise = _unit(rng, 40)
+        near.append(0.9 * query + np.sqrt(1 - 0.81) * noise)
+    sentences = near + [_unit(rng, 2 + i % 2) for i in range(500)]
+    bank = _bank_of_sentences(store, sentences, ["world"] * len(sentences))
+    ids = store.facts.fact_ids_of_bank(bank)
+    assert type(store.vectors._sentence_matrix(bank)).__name__ == "SentenceScan"
+    found = store.vectors.nearest_sentences(bank, query, 20)
+    assert len(found) == len({f for f, _ in found}) == 20
+    assert {f for f, _ in found[:8]} == set(ids[:8])
+    exact = {
+        ids[i]: float((rows @ query / np.linalg.norm(rows, axis=1)).max())
+        for i, rows in enumerate(sentences)
+    }
+    assert np.allclose([c for _, c in found], [exact[f] for f, _ in found], atol=2e-3)

@@ -567,10 +567,18 @@ class SentenceScan(BankScan):
     def extend(self, rows: Sequence[tuple[int, str, bytes]]) -> None:
         raise NotImplementedError("a sentence scan is read again after a write")
 
+    def rows_of(self, fact_ids: Sequence[int]) -> dict[int, int]:
+        raise NotImplementedError("a sentence scan's rows are sentences, not facts")
+
+    def rows_array(self, fact_ids: Sequence[int]) -> np.ndarray:
+        raise NotImplementedError("a sentence scan's rows are sentences, not facts")
+
     def nearest(
         self, vec: np.ndarray, k: int, fact_types: Sequence[str] | None = None
     ) -> list[tuple[int, float]]:
-        """The k facts whose nearest sentence is nearest to vec: (fact id, cosine)."""
+        """The k facts whose nearest sentence is nearest to vec: (fact id, cosine). When the
+        short list holds fewer than k facts (facts of many sentences each), it is widened,
+        and at last every row is ranked, so a bank of k facts or more gives k."""
         if not len(self.ids) or k <= 0:
             return []
         query = np.asarray(vec, dtype=np.float32)
@@ -578,8 +586,20 @@ class SentenceScan(BankScan):
         pool = None if wanted is None else self.rows_of_types(wanted)
         if pool is not None and not len(pool):
             return []
+        size = len(self.ids) if pool is None else len(pool)
         distances = self.hamming(self.query_words(sign_bits(query)))
-        rows = _shortlist(self, distances, pool, SENTENCE_ROWS_PER_FACT * k, query)
+        want, before = SENTENCE_ROWS_PER_FACT * k, 0
+        while True:
+            rows = _shortlist(self, distances, pool, want, query)
+            if len(rows) <= before:  # the short list grows no more (shortlist_sizes' cap)
+                rows = np.arange(size) if pool is None else pool
+            found = self._best_facts(rows, query, k)
+            if len(found) >= k or len(rows) >= size:
+                return found
+            want, before = 4 * want, len(rows)
+
+    def _best_facts(self, rows: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """The k facts of these rows whose best sentence is nearest the query."""
         cosines = _cosines(self.floats(rows, self.conn), query)
         order = np.argsort(-cosines, kind="stable")
         out: list[tuple[int, float]] = []
@@ -947,6 +967,8 @@ class VectorsPart:
             halves = np.frombuffer(joined or b"", dtype=HALF)
             if len(halves) != count * dim or len(types) != count:
                 raise StoreError("the sentence vectors are not all of the bank's dimension")
+            if ((types - ord("0") < 0) | (types - ord("0") >= len(FACT_TYPES))).any():
+                raise StoreError("a sentence vector of an unknown fact type")
             search = SentenceMatrix(
                 _id_array(fact_ids),
                 types - ord("0"),
