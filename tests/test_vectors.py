@@ -736,27 +736,15 @@ def test_a_store_of_schema_9_is_read_as_it_is_and_reembed_gives_it_sentence_vect
 def _bank_of_sentences(store, sentences: list[np.ndarray], types: list[str]) -> int:
     """A bank whose fact i has the sentence vectors sentences[i] (its own vector their mean),
     made without an embedder: the search's cost and exactness do not depend on the text."""
+    from conftest import _insert_bare_fact
+
     with store.atomic():
         bank = store.banks.ensure_bank("default", DAY)
         store.vectors.ensure_vectors(bank, "test-vectors", None, 384)
         for i, (rows, fact_type) in enumerate(zip(sentences, types)):
-            fact_id = store.facts.insert_fact(
-                bank_id=bank,
-                text=f"fact {i}",
-                context=None,
-                fact_type=fact_type,
-                mentioned_at=DAY + timedelta(minutes=i),
-                occurred_start=None,
-                occurred_end=None,
-                tags=[],
-                metadata={},
-                source_id=None,
-                document_id=None,
-                chunk_id=None,
-                content_hash=f"test-{i}",
-                entity_names=[],
-                embedding=rows.mean(axis=0),
-                now=DAY,
+            at = DAY + timedelta(minutes=i)
+            fact_id = _insert_bare_fact(
+                store, bank, i, rows.mean(axis=0), at, now=DAY, fact_type=fact_type
             )
             store.vectors.add_sentence_vectors(fact_id, bank, fact_type, rows)
     return bank

@@ -519,6 +519,15 @@ SENTENCE_ROWS_PER_FACT = 3
 _TYPE_CODES = " ".join(f"WHEN '{name}' THEN {code}" for code, name in enumerate(FACT_TYPES))
 
 
+def _type_codes(codes: str | None) -> np.ndarray:
+    """FACT_TYPES indexes from the digits the CASE of _TYPE_CODES (ELSE 9) gave each
+    row; -1 for a type not in FACT_TYPES."""
+    digits = np.frombuffer((codes or "").encode("ascii"), dtype=np.uint8).astype(np.int8)
+    types = digits - ord("0")
+    types[(types < 0) | (types >= len(FACT_TYPES))] = -1
+    return types
+
+
 class SentenceScan(BankScan):
     """One bank's sentence vectors (store schema 11) searched as BankScan searches facts:
     every sentence's sign bits in memory, read from one covering index (~60 bytes a
@@ -550,15 +559,14 @@ class SentenceScan(BankScan):
         ).fetchone()
         self.ids = _id_array(rowids)
         self.fact_ids = _id_array(fact_ids)
-        types = np.frombuffer((codes or "").encode("ascii"), dtype=np.uint8).astype(np.int8)
-        self.types = types - ord("0")
+        self.types = _type_codes(codes)
         packed = np.frombuffer(bits or b"", dtype=np.uint8)
         if (
             len(self.ids) != count
             or len(self.fact_ids) != count
             or len(self.types) != count
             or len(packed) != count * nbytes
-            or ((self.types < 0) | (self.types >= len(FACT_TYPES))).any()
+            or (self.types < 0).any()
         ):
             raise _LayoutError("sentence rows without sign bits or of an unknown type")
         self.words = np.ascontiguousarray(packed.reshape(-1, nbytes).view(self.word_type).T)
@@ -963,15 +971,15 @@ class VectorsPart:
                 "CAST(group_concat(embedding, '') AS BLOB) FROM sentence_vec WHERE bank_id = ?",
                 (bank_id,),
             ).fetchone()
-            types = np.frombuffer((codes or "").encode("ascii"), dtype=np.uint8).astype(np.int8)
+            types = _type_codes(codes)
             halves = np.frombuffer(joined or b"", dtype=HALF)
             if len(halves) != count * dim or len(types) != count:
                 raise StoreError("the sentence vectors are not all of the bank's dimension")
-            if ((types - ord("0") < 0) | (types - ord("0") >= len(FACT_TYPES))).any():
+            if (types < 0).any():
                 raise StoreError("a sentence vector of an unknown fact type")
             search = SentenceMatrix(
                 _id_array(fact_ids),
-                types - ord("0"),
+                types,
                 halves.astype(np.float32).reshape(count, dim),
             )
         self._sentences[bank_id] = (version, search)
